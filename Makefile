@@ -1,0 +1,30 @@
+# Two entry points for a fresh machine: `make run` (the demo) and `make test`.
+# Each installs what it needs into .venv first. torch is the CPU build (never CUDA in CI).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) -m monitor.cli demo
+
+test: install
+	$(PY) -m pytest -q -ra
+
+bench: install
+	$(PY) bench/batching.py
+	$(PY) bench/hf_generate.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache bench/out
