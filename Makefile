@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test bench clean
+.PHONY: install run test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,11 @@ install: $(STAMP)
 run: install
 	$(PY) -m monitor.cli demo
 
-test: install
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy reference_server exporters monitor
+
+test: lint
 	$(PY) -m pytest -q -ra
 
 bench: install

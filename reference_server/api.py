@@ -96,17 +96,12 @@ def create_app(engine: AsyncEngine, metrics: EngineMetrics, registry: CollectorR
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         messages = [{"role": m.role, "content": m.text()} for m in body.messages]
         text = tokenizer.apply_chat_template(messages)
-        ids = tokenizer.encode(text, add_bos=not _starts_with_bos(tokenizer, text))
+        ids = tokenizer.encode(text, add_bos=True)   # the tokenizer never doubles a BOS
         return await run(body, ids, request, chat=True)
 
     if config.enable_fault_injection:
         _add_fault_routes(app, engine, config.admin_token)
     return app
-
-
-def _starts_with_bos(tokenizer: Any, text: str) -> bool:
-    bos = getattr(tokenizer, "bos_token", None)
-    return bool(bos) and text.startswith(bos)
 
 
 # --- responses ----------------------------------------------------------------------------------

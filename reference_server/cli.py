@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"inferwatch reference-server: {exc}", file=sys.stderr)
         return 2
-    disable_created_metrics()  # no *_created series: process-wide, so set at the entry point
+    # No *_created series. Process-wide, so it is set here at the entry point.
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     sock = bind_socket(args.host, args.port)
     host, port = sock.getsockname()[:2]
     engine = server.engine.engine

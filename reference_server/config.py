@@ -12,7 +12,7 @@ DTypeName = Literal["float32", "bfloat16", "float16"]
 
 @dataclass(slots=True)
 class EngineConfig:
-    model: str = "tiny"                    # a built-in name (tiny, small) or a HF Llama checkpoint dir
+    model: str = "tiny"                    # built-in (tiny, small) or a HF Llama checkpoint dir
     served_model_name: str | None = None   # name in the API; defaults to `model`
     device: str = "cpu"
     dtype: DTypeName = "float32"

@@ -116,8 +116,9 @@ class ModelConfig:
 
     def to_hf_dict(self) -> dict[str, Any]:
         """A config.json that transformers' LlamaConfig / LlamaForCausalLM loads."""
-        eos: int | list[int] | None = (None if not self.eos_token_ids else self.eos_token_ids[0]
-                                       if len(self.eos_token_ids) == 1 else list(self.eos_token_ids))
+        eos_ids = list(self.eos_token_ids)
+        eos: int | list[int] | None = None if not eos_ids else eos_ids[0] if len(eos_ids) == 1 \
+            else eos_ids  # LlamaConfig accepts both; a single id is the common form
         return {
             "architectures": ["LlamaForCausalLM"],
             "model_type": "llama",
@@ -159,7 +160,8 @@ def _check_supported_architecture(d: dict[str, Any]) -> None:
             raise ValueError(f"config.json: {key}={d[key]!r} is not supported "
                              f"(only {expected!r})")
     if d.get("quantization_config"):
-        raise ValueError("config.json: quantized checkpoints (quantization_config) are not supported")
+        raise ValueError("config.json: quantized checkpoints (quantization_config) are not "
+                         "supported")
     window = d.get("sliding_window")
     if window is not None and window < d.get("max_position_embeddings", 0):
         raise ValueError(f"config.json: sliding_window={window} is not supported "
@@ -201,7 +203,8 @@ def _normalize_rope_scaling(scaling: dict[str, Any] | None,
     out.setdefault("original_max_position_embeddings", max_position_embeddings)  # as HF does
     missing = [k for k in _LLAMA3_ROPE_KEYS if k not in out]
     if missing:
-        raise ValueError(f"model config field rope_scaling (llama3) is missing {', '.join(missing)}")
+        raise ValueError("model config field rope_scaling (llama3) is missing "
+                         f"{', '.join(missing)}")
     if out["high_freq_factor"] == out["low_freq_factor"] or out["factor"] <= 0:
         raise ValueError("model config field rope_scaling (llama3): need factor > 0 and "
                          "high_freq_factor != low_freq_factor")
@@ -273,12 +276,62 @@ class _PagedBatch:
     num_seqs: int
     max_query_len: int
     workspace: _GatherWorkspace
+    token_idx: Tensor | None = None   # this group's rows of the flat batch (None: all, in order)
+
+
+@dataclass(slots=True)
+class _PagedStep:
+    """One forward's attention plan: where new K/V go, and the groups attended separately.
+
+    A step mixing decodes (1 query each) with prefill chunks (many queries) is split in
+    two groups, so decode rows are not padded to the longest prefill chunk; the projections
+    and MLP still run once over all tokens.
+    """
+    slot_mapping: Tensor
+    groups: list[_PagedBatch]
 
 
 def _additive_mask(allowed: Tensor, dtype: torch.dtype) -> Tensor:
     """Bool mask -> 0 / -inf in `dtype`, once per forward instead of inside every SDPA call."""
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(
         ~allowed, float("-inf"))
+
+
+def _prepare_step(meta: AttentionMetadata, block_size: int, num_queries_per_kv: int,
+                  dtype: torch.dtype, workspace: _GatherWorkspace) -> _PagedStep:
+    def group(m: AttentionMetadata) -> _PagedBatch:
+        return _prepare_paged_batch(m, block_size, num_queries_per_kv, dtype, workspace)
+
+    if meta.max_query_len == 1:
+        return _PagedStep(meta.slot_mapping, [group(meta)])
+    query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
+    is_decode = query_lens == 1
+    if not bool(is_decode.any()):
+        return _PagedStep(meta.slot_mapping, [group(meta)])
+    groups = []
+    for selected in (is_decode, ~is_decode):
+        sub, token_idx = _sub_metadata(meta, query_lens, selected.nonzero().squeeze(1))
+        batch = group(sub)
+        batch.token_idx = token_idx
+        groups.append(batch)
+    return _PagedStep(meta.slot_mapping, groups)
+
+
+def _sub_metadata(meta: AttentionMetadata, query_lens: Tensor,
+                  seq_idx: Tensor) -> tuple[AttentionMetadata, Tensor]:
+    """The metadata of a subset of sequences, and the flat-batch rows of their tokens."""
+    sub_lens = query_lens[seq_idx]
+    sub_start = torch.zeros(seq_idx.shape[0] + 1, dtype=sub_lens.dtype, device=sub_lens.device)
+    torch.cumsum(sub_lens, 0, out=sub_start[1:])
+    num_tokens = int(sub_start[-1])
+    offsets = torch.arange(num_tokens, device=sub_lens.device) - torch.repeat_interleave(
+        sub_start[:-1], sub_lens, output_size=num_tokens)
+    token_idx = torch.repeat_interleave(meta.query_start_loc[seq_idx], sub_lens,
+                                        output_size=num_tokens) + offsets
+    seq_lens = meta.seq_lens[seq_idx]
+    sub = AttentionMetadata(sub_start, seq_lens, meta.slot_mapping[token_idx],
+                            meta.block_tables[seq_idx], int(sub_lens.max()), int(seq_lens.max()))
+    return sub, token_idx
 
 
 def _prepare_paged_batch(meta: AttentionMetadata, block_size: int, num_queries_per_kv: int,
@@ -405,14 +458,27 @@ class LlamaAttention(nn.Module):
         return _apply_rotary(q, cos, sin), _apply_rotary(k, cos, sin), v
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
-                batch: _PagedBatch) -> Tensor:
+                step: _PagedStep) -> Tensor:
         """x [num_tokens, hidden] -> [num_tokens, hidden], attending through the paged cache."""
         q, k, v = self._qkv(x, cos, sin)
         k_cache, v_cache = kv_cache[0], kv_cache[1]
+        # Write this step's K/V first so that the gathers below see them.
+        k_cache.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, step.slot_mapping, k)
+        v_cache.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, step.slot_mapping, v)
+        if len(step.groups) == 1:
+            out = self._attend(q, k_cache, v_cache, step.groups[0])
+        else:
+            out = q.new_empty(q.shape[0], self.num_heads * self.head_dim)
+            for batch in step.groups:
+                assert batch.token_idx is not None
+                out[batch.token_idx] = self._attend(q[batch.token_idx], k_cache, v_cache, batch)
+        projected: Tensor = self.o_proj(out)
+        return projected
+
+    def _attend(self, q: Tensor, k_cache: Tensor, v_cache: Tensor,
+                batch: _PagedBatch) -> Tensor:
+        """q [tokens, heads, d] of one group -> attention output [tokens, heads * d]."""
         block_size = k_cache.shape[1]
-        # Write this step's K/V first so that the gather below sees them.
-        k_cache.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, batch.slot_mapping, k)
-        v_cache.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, batch.slot_mapping, v)
         keys = self._gather(k_cache, batch, block_size, slot=0)
         values = self._gather(v_cache, batch, block_size, slot=1)
         if batch.is_decode:
@@ -424,8 +490,7 @@ class LlamaAttention(nn.Module):
             out = F.scaled_dot_product_attention(self._pad_queries(q, batch), keys, values,
                                                  attn_mask=batch.mask)
             out = self._unpad_output(out, batch)
-        projected: Tensor = self.o_proj(out)
-        return projected
+        return out
 
     def _gather(self, cache: Tensor, batch: _PagedBatch, block_size: int, slot: int) -> Tensor:
         """cache [num_blocks, block_size, kv_heads, d] -> [num_seqs, kv_heads, kv_len, d]."""
@@ -434,8 +499,7 @@ class LlamaAttention(nn.Module):
         # index_select is a plain row gather, several times faster on CPU than
         # cache[block_tables] (advanced indexing).
         out = batch.workspace.buffer(slot, num_seqs * num_blocks, rows)
-        gathered = torch.index_select(rows, 0, batch.block_tables.flatten(), out=out) \
-            if out is not None else torch.index_select(rows, 0, batch.block_tables.flatten())
+        gathered = torch.index_select(rows, 0, batch.block_tables.flatten(), out=out)
         return gathered.view(num_seqs, num_blocks * block_size, self.num_kv_heads,
                              self.head_dim).transpose(1, 2)
 
@@ -451,8 +515,8 @@ class LlamaAttention(nn.Module):
 
     def _unpad_output(self, out: Tensor, batch: _PagedBatch) -> Tensor:
         """Inverse of _pad_queries: -> [num_tokens, heads * d]."""
-        out = out.view(batch.num_seqs, self.num_kv_heads, self.num_queries_per_kv,
-                       batch.max_query_len, self.head_dim).permute(0, 3, 1, 2, 4)
+        out = out.reshape(batch.num_seqs, self.num_kv_heads, self.num_queries_per_kv,
+                          batch.max_query_len, self.head_dim).permute(0, 3, 1, 2, 4)
         return out[batch.token_seq_idx, batch.token_query_pos].reshape(
             batch.token_seq_idx.shape[0], -1)
 
@@ -488,13 +552,15 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv_cache: Tensor,
-                batch: _PagedBatch) -> Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, batch)
-        return x + self.mlp(self.post_attention_layernorm(x))
+                step: _PagedStep) -> Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, step)
+        out: Tensor = x + self.mlp(self.post_attention_layernorm(x))
+        return out
 
     def forward_dense(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         x = x + self.self_attn.forward_dense(self.input_layernorm(x), cos, sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        out: Tensor = x + self.mlp(self.post_attention_layernorm(x))
+        return out
 
 
 class LlamaModel(nn.Module):
@@ -530,13 +596,13 @@ class LlamaForCausalLM(nn.Module):
         if input_ids.shape[0] != attn_metadata.slot_mapping.shape[0]:
             raise ValueError(f"input_ids has {input_ids.shape[0]} tokens but slot_mapping has "
                              f"{attn_metadata.slot_mapping.shape[0]}")
-        batch = _prepare_paged_batch(attn_metadata, kv_caches[0].shape[2],
+        step = _prepare_step(attn_metadata, kv_caches[0].shape[2],
                                      self.config.num_queries_per_kv,
                                      self.model.embed_tokens.weight.dtype, self._workspace)
         hidden = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, hidden.dtype)
         for layer, kv_cache in zip(self.model.layers, kv_caches):
-            hidden = layer(hidden, cos, sin, kv_cache, batch)
+            hidden = layer(hidden, cos, sin, kv_cache, step)
         out: Tensor = self.model.norm(hidden)
         return out
 
@@ -550,6 +616,7 @@ class LlamaForCausalLM(nn.Module):
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         cos, sin = self.rotary.cos_sin(positions, hidden.dtype)
         for layer in self.model.layers:
+            assert isinstance(layer, LlamaDecoderLayer)
             hidden = layer.forward_dense(hidden, cos, sin)
         return self.compute_logits(self.model.norm(hidden))
 
@@ -562,7 +629,8 @@ def allocate_kv_cache(config: ModelConfig, num_blocks: int, block_size: int, dty
                       device: torch.device) -> list[Tensor]:
     """One zeroed tensor per layer: [2 (K, V), num_blocks, block_size, kv_heads, head_dim]."""
     if num_blocks <= 0 or block_size <= 0:
-        raise ValueError(f"num_blocks ({num_blocks}) and block_size ({block_size}) must be positive")
+        raise ValueError(f"num_blocks ({num_blocks}) and block_size ({block_size}) must be "
+                         "positive")
     shape = (2, num_blocks, block_size, config.num_key_value_heads, config.resolved_head_dim)
     return [torch.zeros(shape, dtype=dtype, device=device)
             for _ in range(config.num_hidden_layers)]

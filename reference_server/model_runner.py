@@ -96,7 +96,8 @@ def sample(logits: torch.Tensor, seqs: SeqOf[Sequence]) -> list[int]:
     temps = torch.tensor([s.sampling.temperature for s in seqs], device=logits.device)
     greedy = temps == 0
     if bool(greedy.all()):
-        return logits.argmax(dim=-1).tolist()  # type: ignore[no-any-return]
+        greedy_tokens: list[int] = logits.argmax(dim=-1).tolist()
+        return greedy_tokens
     scaled = logits / torch.where(greedy, 1.0, temps).unsqueeze(1)
     top_ps = torch.tensor([s.sampling.top_p for s in seqs], device=logits.device)
     probs = _top_p_probs(scaled, top_ps)

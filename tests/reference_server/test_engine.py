@@ -1,5 +1,3 @@
-import random
-
 import pytest
 
 from reference_server.faults import FaultKind
@@ -37,8 +35,10 @@ def test_batched_greedy_output_equals_each_request_run_alone(make_engine):
 
 
 def test_seeded_sampling_does_not_depend_on_the_batch(make_engine):
-    params = lambda i: SamplingParams(max_tokens=10, temperature=1.0, top_p=0.9, seed=100 + i,
-                                      ignore_eos=True)
+    def params(i: int) -> SamplingParams:
+        return SamplingParams(max_tokens=10, temperature=1.0, top_p=0.9, seed=100 + i,
+                              ignore_eos=True)
+
     engine, _ = make_engine()
     batched = run_all(engine, PROMPTS, params)
     for i, p in enumerate(PROMPTS):
@@ -57,7 +57,9 @@ SHORT_PROMPTS = [[256] + list(range(30 + i, 36 + i)) for i in range(8)]
 ], ids=["preemption-by-recompute", "chunked-prefill", "static-batching", "small-batches"])
 def test_scheduling_policy_does_not_change_greedy_output(make_engine, overrides, prompts,
                                                          max_tokens):
-    params = lambda i: greedy(max_tokens)
+    def params(i: int) -> SamplingParams:
+        return greedy(max_tokens)
+
     reference, _ = make_engine()
     expected = run_all(reference, prompts, params)
     engine, registry = make_engine(**overrides)

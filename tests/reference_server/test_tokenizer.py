@@ -28,8 +28,11 @@ TEXTS = {
     "mixed": "a€b😀c世d",
     "empty": "",
 }
-CORPUS = ["Hello world, this is a test.", "The quick brown fox jumps over the lazy dog.",
-          "こんにちは世界 你好世界", "emoji 🎉🚀 party time", "héllo wörld naïve café"] * 3
+CORPUS = ["Hello world, this is a test.",
+          "The quick brown fox jumps over the lazy dog.",
+          "こんにちは世界 你好世界",
+          "emoji 🎉🚀 party time",
+          "héllo wörld naïve café"] * 3
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}"
     "{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
