@@ -21,14 +21,14 @@ run: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy reference_server exporters monitor
+	$(VENV)/bin/mypy reference_server exporters monitor bench
 
 test: lint
 	$(PY) -m pytest -q -ra
 
 bench: install
-	$(PY) bench/batching.py
-	$(PY) bench/hf_generate.py
+	$(PY) -m bench.batching
+	$(PY) -m bench.hf_generate
 
 clean:
 	rm -rf $(VENV) .pytest_cache bench/out

@@ -2,10 +2,16 @@
 
 Poisson arrivals, lognormal prompt and output lengths (ignore_eos, so output length is
 controlled), the same engine, weights, KV pool and max batch size; only the scheduler
-differs. Prints output tokens/s and E2E latency for each, and their ratios.
+differs. Prints output tokens/s and TTFT/E2E latency for each, and their ratios.
 
-    python bench/batching.py                       # the recorded run
-    python bench/batching.py --rates 2,6 --num-requests 100   # quicker
+Two workloads with the mean lengths of the datasets the vLLM paper used: "alpaca" (short:
+19 prompt / 58 output tokens) and "sharegpt" (long: 161 / 338). Arrival rates are fractions
+of the capacity that continuous batching reaches offline (all requests queued at t=0) on
+this machine, so that the comparison means the same on a laptop and on a GPU.
+
+    python -m bench.batching                                  # the recorded run
+    python -m bench.batching --workloads alpaca --num-requests 100   # quicker
+    python -m bench.batching --rates 20,40                    # fixed rates instead
 """
 
 from __future__ import annotations
@@ -14,73 +20,108 @@ import argparse
 import json
 import os
 import platform
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from bench.cpu_meter import BUSY_WARNING_CORES, OtherCpuMeter
 from bench.workload import RunResult, drive, make_workload
-from reference_server.config import EngineConfig
+from reference_server.config import BatchingMode, EngineConfig
 from reference_server.server import build_engine
 
 
-def run_mode(batching: str, args: argparse.Namespace, rate: float) -> RunResult:
+@dataclass(frozen=True, slots=True)
+class WorkloadShape:
+    prompt_mean: float
+    output_mean: float
+
+
+# Mean lengths reported for the two datasets in the vLLM (PagedAttention) paper, section 6.1.
+WORKLOADS = {"alpaca": WorkloadShape(19.31, 58.45), "sharegpt": WorkloadShape(161.31, 337.99)}
+
+
+def run_mode(batching: BatchingMode, args: argparse.Namespace, shape: WorkloadShape,
+             rate: float) -> tuple[RunResult, float | None]:
     engine, _ = build_engine(EngineConfig(
         model=args.model, batching=batching, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, num_kv_blocks=args.num_kv_blocks,
         static_batch_timeout_seconds=args.static_batch_timeout, seed=args.seed))
-    warm = make_workload(8, 0.0, seed=99, output_mean=8, prompt_mean=32)
-    drive(engine, warm)
+    drive(engine, make_workload(8, 0.0, seed=99, output_mean=8, prompt_mean=32))  # warm-up
     workload = make_workload(args.num_requests, rate, seed=args.seed,
-                             prompt_mean=args.prompt_mean, output_mean=args.output_mean,
+                             prompt_mean=shape.prompt_mean, output_mean=shape.output_mean,
                              sigma=args.sigma)
-    return drive(engine, workload)
+    meter = OtherCpuMeter()
+    result = drive(engine, workload)
+    return result, meter.cores()
 
 
-def row(mode: str, rate: float, r: RunResult) -> str:
-    return (f"{rate:>6g} {mode:>10} {r.output_tokens_per_second:>9.1f} "
-            f"{r.percentile('ttft', 50):>9.2f} {r.percentile('ttft', 99):>9.2f} "
-            f"{r.percentile('e2e', 50):>9.2f} {r.percentile('e2e', 99):>9.2f} "
-            f"{r.mean_batch_size:>7.1f} {r.wall_seconds:>7.1f}")
+def row(rate: float, mode: str, r: RunResult, others: float | None) -> str:
+    busy = "   n/a" if others is None else f"{others:6.2f}"
+    warn = "  <- other load" if others is not None and others > BUSY_WARNING_CORES else ""
+    return (f"{rate:>7.2f} {mode:>10} {r.output_tokens_per_second:>9.1f} "
+            f"{r.percentile('ttft', 50):>8.3f} {r.percentile('ttft', 99):>8.3f} "
+            f"{r.percentile('e2e', 50):>8.2f} {r.percentile('e2e', 99):>8.2f} "
+            f"{r.mean_batch_size:>6.1f} {r.wall_seconds:>7.1f} {busy}{warn}")
+
+
+def compare_at(rate: float, args: argparse.Namespace, shape: WorkloadShape) -> dict[str, Any]:
+    cont, cont_busy = run_mode("continuous", args, shape, rate)
+    print(row(rate, "continuous", cont, cont_busy), flush=True)
+    static, static_busy = run_mode("static", args, shape, rate)
+    print(row(rate, "static", static, static_busy), flush=True)
+    tput = cont.output_tokens_per_second / static.output_tokens_per_second
+    e2e = static.percentile("e2e", 99) / cont.percentile("e2e", 99)
+    print(f"{'':>7} {'ratio':>10}   continuous/static tokens/s = {tput:.2f}x; "
+          f"static/continuous p99 E2E = {e2e:.2f}x", flush=True)
+    out: dict[str, Any] = {"rate": rate, "throughput_ratio": tput, "p99_e2e_ratio": e2e}
+    for mode, r, busy in (("continuous", cont, cont_busy), ("static", static, static_busy)):
+        out[mode] = {"tokens_per_s": r.output_tokens_per_second,
+                     "ttft_p99_s": r.percentile("ttft", 99), "e2e_p99_s": r.percentile("e2e", 99),
+                     "mean_batch": r.mean_batch_size, "other_cores": busy}
+    return out
+
+
+def run_workload(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    shape = WORKLOADS[name]
+    print(f"\n== {name}: prompt mean {shape.prompt_mean:g}, output mean {shape.output_mean:g} "
+          f"tokens (lognormal sigma {args.sigma:g}), {args.num_requests} requests per run")
+    if args.rates:
+        rates = [float(x) for x in args.rates.split(",")]
+    else:
+        offline, _ = run_mode("continuous", args, shape, 0.0)
+        capacity = args.num_requests / offline.wall_seconds
+        print(f"offline capacity of continuous batching: {capacity:.2f} requests/s "
+              f"({offline.output_tokens_per_second:.0f} output tokens/s, mean batch "
+              f"{offline.mean_batch_size:.1f}); rates below are {args.load} of it")
+        rates = [capacity * float(x) for x in args.load.split(",")]
+    print(f"{'rate/s':>7} {'batching':>10} {'out tok/s':>9} {'TTFT p50':>8} {'TTFT p99':>8} "
+          f"{'E2E p50':>8} {'E2E p99':>8} {'batch':>6} {'wall s':>7} {'others':>6}")
+    return [compare_at(rate, args, shape) for rate in rates]
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--model", default="tiny")
-    p.add_argument("--rates", default="2,4,8", help="Poisson arrival rates, requests/s")
+    p.add_argument("--workloads", default="alpaca,sharegpt", help=f"of {sorted(WORKLOADS)}")
+    p.add_argument("--load", default="0.5,1.0,1.5",
+                   help="arrival rates as fractions of continuous batching's offline capacity")
+    p.add_argument("--rates", default=None, help="fixed Poisson arrival rates, requests/s")
     p.add_argument("--num-requests", type=int, default=200)
-    p.add_argument("--prompt-mean", type=float, default=256)
-    p.add_argument("--output-mean", type=float, default=128)
     p.add_argument("--sigma", type=float, default=1.0, help="lognormal sigma of both lengths")
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    p.add_argument("--num-kv-blocks", type=int, default=4096)
+    p.add_argument("--num-kv-blocks", type=int, default=8192)
     p.add_argument("--static-batch-timeout", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
 
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, torch {torch.__version__} "
-          f"({torch.get_num_threads()} threads); model {args.model}; {args.num_requests} "
-          f"requests per run; prompt mean {args.prompt_mean:g}, output mean "
-          f"{args.output_mean:g} tokens (lognormal sigma {args.sigma:g}); max_num_seqs "
-          f"{args.max_num_seqs}; static batch timeout {args.static_batch_timeout:g} s")
-    print(f"{'rate':>6} {'batching':>10} {'out tok/s':>9} {'TTFT p50':>9} {'TTFT p99':>9} "
-          f"{'E2E p50':>9} {'E2E p99':>9} {'batch':>7} {'wall s':>7}   (latencies in s)")
-    results = []
-    for rate in (float(x) for x in args.rates.split(",")):
-        cont = run_mode("continuous", args, rate)
-        print(row("continuous", rate, cont), flush=True)
-        static = run_mode("static", args, rate)
-        print(row("static", rate, static), flush=True)
-        tput = cont.output_tokens_per_second / static.output_tokens_per_second
-        e2e = static.percentile("e2e", 99) / cont.percentile("e2e", 99)
-        print(f"{'':>6} {'ratio':>10}   continuous/static tokens/s = {tput:.2f}x; "
-              f"static/continuous p99 E2E = {e2e:.2f}x", flush=True)
-        results.append({"rate": rate, "throughput_ratio": tput, "p99_e2e_ratio": e2e,
-                        **{f"{m}_{k}": v for m, r in (("continuous", cont), ("static", static))
-                           for k, v in (("tokens_per_s", r.output_tokens_per_second),
-                                        ("e2e_p99_s", r.percentile("e2e", 99)),
-                                        ("ttft_p99_s", r.percentile("ttft", 99)),
-                                        ("mean_batch", r.mean_batch_size))}})
+          f"({torch.get_num_threads()} threads); model {args.model}; max_num_seqs "
+          f"{args.max_num_seqs}; static batch timeout {args.static_batch_timeout:g} s; "
+          "latencies in seconds; 'others' = CPU cores other processes used meanwhile")
+    results = {name: run_workload(name, args) for name in args.workloads.split(",")}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

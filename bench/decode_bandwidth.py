@@ -10,9 +10,9 @@ Bandwidth: on CUDA the peak HBM figure from --bandwidth-gbs, else from a small t
 the device name; on CPU --bandwidth-gbs, else a STREAM-like copy measured here (bytes read +
 bytes written per second of a large tensor copy).
 
-    python bench/decode_bandwidth.py                          # cuda if present: small, bf16
-    python bench/decode_bandwidth.py --device cpu --model tiny --num-tokens 64
-    python bench/decode_bandwidth.py --bandwidth-gbs 3350 --json bench/out/decode_bw.json
+    python -m bench.decode_bandwidth                          # cuda if present: small, bf16
+    python -m bench.decode_bandwidth --device cpu --model tiny --num-tokens 64
+    python -m bench.decode_bandwidth --bandwidth-gbs 3350 --json bench/out/decode_bw.json
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from reference_server.config import EngineConfig
+from bench.cpu_meter import OtherCpuMeter
+
+from reference_server.config import DTypeName, EngineConfig
 from reference_server.engine import LLMEngine
 from reference_server.model import ModelConfig, count_parameters, weight_bytes
 from reference_server.sampling import SamplingParams
@@ -76,33 +78,6 @@ def device_name(device: torch.device) -> str:
     except OSError:
         pass
     return f"{model} ({len(os.sched_getaffinity(0))} cores, {torch.get_num_threads()} threads)"
-
-
-def _system_busy_seconds() -> float | None:
-    """CPU seconds all processes have used since boot (Linux /proc/stat), else None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    # user nice system idle iowait irq softirq steal ...: all but idle and iowait are busy.
-    busy = sum(fields[:3]) + sum(fields[5:8])
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-class OtherCpuMeter:
-    """Cores kept busy by other processes over a window: system-wide CPU time minus this
-    process's. On a small CPU box a neighbour's benchmark can slow every step several-fold."""
-
-    def __init__(self) -> None:
-        self._start = (_system_busy_seconds(), time.process_time(), time.perf_counter())
-
-    def cores(self) -> float | None:
-        system, own, wall = _system_busy_seconds(), time.process_time(), time.perf_counter()
-        if system is None or self._start[0] is None:
-            return None
-        others = (system - self._start[0]) - (own - self._start[1])
-        return max(0.0, others / max(1e-9, wall - self._start[2]))
 
 
 def table_bandwidth_gbs(name: str) -> tuple[float, str] | None:
@@ -164,7 +139,8 @@ class DecodeTiming:
         return self.num_tokens / self.seconds
 
 
-def build(model: str, device: str, dtype: str, seed: int, num_kv_blocks: int) -> LLMEngine:
+def build(model: str, device: str, dtype: DTypeName, seed: int, num_kv_blocks: int,
+          ) -> LLMEngine:
     engine, _ = build_engine(EngineConfig(model=model, device=device, dtype=dtype, seed=seed,
                                           max_num_seqs=1, num_kv_blocks=num_kv_blocks,
                                           enable_prefix_caching=False))
@@ -253,7 +229,7 @@ def main() -> None:
     block_size = EngineConfig().block_size
     # Room for one request at a time, plus the scheduler's watermark block.
     needed = -(-(args.prompt_len + max(args.num_tokens, args.warmup_tokens) + 1) // block_size)
-    engine = build(args.model, args.device, args.dtype, args.seed, needed + 2)
+    engine = build(args.model, args.device, cast(DTypeName, args.dtype), args.seed, needed + 2)
     model = engine.runner.model
     device, dtype = engine.runner.device, engine.runner.dtype
     name = device_name(device)

@@ -15,16 +15,15 @@ ran longer. Wall-clock seconds per run, after a short warm-up of each path; the 
 are repeated in turn (--repeats, default 3) and each one's median is reported, so that a
 burst of load from elsewhere does not land on one run only.
 
-    python bench/hf_generate.py                          # the recorded run (tiny, 64 requests)
-    python bench/hf_generate.py --num-requests 16        # quicker
-    python bench/hf_generate.py --model small --json bench/out/hf_generate.json
+    python -m bench.hf_generate                          # the recorded run (tiny, 64 requests)
+    python -m bench.hf_generate --num-requests 16        # quicker
+    python -m bench.hf_generate --model small --json bench/out/hf_generate.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -36,7 +35,11 @@ from typing import Any
 
 import numpy as np
 import torch
+
 import transformers
+
+from bench.cpu_meter import OtherCpuMeter
+from bench.workload import BOS, lognormal_lengths
 
 from reference_server.config import EngineConfig
 from reference_server.engine import LLMEngine
@@ -45,7 +48,10 @@ from reference_server.sampling import SamplingParams
 from reference_server.server import build_engine
 from reference_server.weights import save_hf_checkpoint
 
-BOS = 256   # the built-in byte vocabulary: bytes 0..255, BOS 256, EOS 257, PAD 258
+# transformers' own annotations do not type-check under mypy --strict (generate() is declared
+# on a mixin self-type); the HF model is passed around untyped.
+HFModel = Any
+
 PAD = 258
 
 
@@ -59,19 +65,12 @@ class Request:
     output_len: int       # exactly this many tokens are generated (no early stop)
 
 
-def lognormal_lengths(rng: np.random.Generator, n: int, mean: float, sigma: float,
-                      low: int, high: int) -> list[int]:
-    """Lognormal lengths whose (unclipped) mean is `mean`, clipped to [low, high]."""
-    mu = math.log(mean) - sigma**2 / 2
-    return [int(x) for x in np.clip(rng.lognormal(mu, sigma, n), low, high)]
-
-
 def make_workload(n: int, seed: int, prompt_mean: float = 128, output_mean: float = 64,
                   sigma: float = 0.6, max_prompt: int = 512, max_output: int = 256,
                   ) -> list[Request]:
     rng = np.random.default_rng(seed)
-    prompt_lens = lognormal_lengths(rng, n, prompt_mean, sigma, 4, max_prompt)
-    output_lens = lognormal_lengths(rng, n, output_mean, sigma, 4, max_output)
+    prompt_lens = lognormal_lengths(rng, n, prompt_mean, sigma, 4, max_prompt).tolist()
+    output_lens = lognormal_lengths(rng, n, output_mean, sigma, 4, max_output).tolist()
     return [Request([BOS, *rng.integers(0, 256, p - 1).tolist()], o)
             for p, o in zip(prompt_lens, output_lens, strict=True)]
 
@@ -101,33 +100,6 @@ def merge_repeats(runs: list[RunResult]) -> RunResult:
     return RunResult(first.name, statistics.median(r.seconds for r in runs),
                      first.useful_tokens, first.generated_tokens,
                      max(others) if others else None, [r.seconds for r in runs])
-
-
-def _system_busy_seconds() -> float | None:
-    """CPU seconds all processes have used since boot (Linux /proc/stat), else None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    # user nice system idle iowait irq softirq steal ...: all but idle and iowait are busy.
-    busy = sum(fields[:3]) + sum(fields[5:8])
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-class OtherCpuMeter:
-    """Cores kept busy by other processes over a window: system-wide CPU time minus this
-    process's. Two cores shared with another benchmark can slow a run several-fold."""
-
-    def __init__(self) -> None:
-        self._start = (_system_busy_seconds(), time.process_time(), time.perf_counter())
-
-    def cores(self) -> float | None:
-        system, own, wall = _system_busy_seconds(), time.process_time(), time.perf_counter()
-        if system is None or self._start[0] is None:
-            return None
-        others = (system - self._start[0]) - (own - self._start[1])
-        return max(0.0, others / max(1e-9, wall - self._start[2]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,22 +155,22 @@ def run_engine(engine: LLMEngine, requests: list[Request]) -> tuple[RunResult, l
 # Hugging Face
 # --------------------------------------------------------------------------------------------
 
-def load_hf_copy(engine: LLMEngine, directory: Path) -> transformers.LlamaForCausalLM:
+def load_hf_copy(engine: LLMEngine, directory: Path) -> HFModel:
     """The engine's weights, saved as a HF checkpoint and loaded by transformers in fp32."""
     save_hf_checkpoint(engine.runner.model, directory)
-    hf = transformers.LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32)
+    hf: HFModel = transformers.LlamaForCausalLM.from_pretrained(directory, dtype=torch.float32)
     hf.generation_config.eos_token_id = None   # nothing may stop a request early
     hf.generation_config.pad_token_id = PAD
     return hf.eval()
 
 
-def hf_generate(hf: transformers.LlamaForCausalLM, prompts: list[list[int]],
+def hf_generate(hf: HFModel, prompts: list[list[int]],
                 max_new_tokens: int) -> list[list[int]]:
     """Greedy generate() for a left-padded batch, exactly max_new_tokens new tokens each."""
     width = max(len(p) for p in prompts)
     input_ids = torch.tensor([[PAD] * (width - len(p)) + p for p in prompts])
     attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    config = transformers.GenerationConfig(
+    config = transformers.GenerationConfig(  # type: ignore[no-untyped-call]
         do_sample=False, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
         eos_token_id=None, pad_token_id=PAD, bos_token_id=BOS, use_cache=True)
     with torch.inference_mode():
@@ -211,7 +183,7 @@ def hf_generate(hf: transformers.LlamaForCausalLM, prompts: list[list[int]],
     return [row.tolist() for row in new]
 
 
-def run_hf_one_by_one(hf: transformers.LlamaForCausalLM, requests: list[Request],
+def run_hf_one_by_one(hf: HFModel, requests: list[Request],
                       ) -> tuple[RunResult, list[list[int]]]:
     meter = OtherCpuMeter()
     start = time.perf_counter()
@@ -221,7 +193,7 @@ def run_hf_one_by_one(hf: transformers.LlamaForCausalLM, requests: list[Request]
     return RunResult("HF generate, one by one", seconds, useful, useful, meter.cores()), tokens
 
 
-def run_hf_static(hf: transformers.LlamaForCausalLM, requests: list[Request],
+def run_hf_static(hf: HFModel, requests: list[Request],
                   batch_size: int) -> tuple[RunResult, list[list[int]]]:
     batches = [requests[i:i + batch_size] for i in range(0, len(requests), batch_size)]
     tokens: list[list[int]] = []
@@ -250,7 +222,7 @@ def _check_lengths(name: str, tokens: list[list[int]], requests: list[Request]) 
                                f"{req.output_len}")
 
 
-def sanity_first_token(engine: LLMEngine, hf: transformers.LlamaForCausalLM,
+def sanity_first_token(engine: LLMEngine, hf: HFModel,
                        prompt: list[int]) -> tuple[int, int]:
     """Greedy first token of one prompt from our engine and from HF (must agree)."""
     ours = engine_generate(engine, [Request(prompt, 1)], "sanity")[0][0]
@@ -258,7 +230,7 @@ def sanity_first_token(engine: LLMEngine, hf: transformers.LlamaForCausalLM,
     return ours, theirs
 
 
-def warm_up(engine: LLMEngine, hf: transformers.LlamaForCausalLM, batch_size: int,
+def warm_up(engine: LLMEngine, hf: HFModel, batch_size: int,
             seed: int) -> None:
     """A few short requests through each path (allocator, thread pool, lazy inits), with
     other random prompts than the measured ones."""
@@ -329,8 +301,8 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     print(machine_line())
     requests = make_workload(args.num_requests, args.seed, args.prompt_mean, args.output_mean,
                              args.sigma)

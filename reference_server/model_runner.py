@@ -101,13 +101,18 @@ def sample(logits: torch.Tensor, seqs: SeqOf[Sequence]) -> list[int]:
     scaled = logits / torch.where(greedy, 1.0, temps).unsqueeze(1)
     top_ps = torch.tensor([s.sampling.top_p for s in seqs], device=logits.device)
     probs = _top_p_probs(scaled, top_ps)
-    tokens: list[int] = []
-    argmax = logits.argmax(dim=-1).tolist()
+    tokens: list[int] = logits.argmax(dim=-1).tolist()
+    # Unseeded rows share one multinomial call; a seeded request draws from its own
+    # generator so that its output does not depend on the rest of the batch.
+    shared = [i for i, s in enumerate(seqs) if not s.sampling.is_greedy and s.generator is None]
+    if shared:
+        rows = torch.tensor(shared, device=probs.device)
+        drawn = torch.multinomial(probs[rows], 1).squeeze(1).tolist()
+        for i, token in zip(shared, drawn, strict=True):
+            tokens[i] = token
     for i, seq in enumerate(seqs):
-        if seq.sampling.is_greedy:
-            tokens.append(argmax[i])
-        else:
-            tokens.append(int(torch.multinomial(probs[i], 1, generator=seq.generator)))
+        if seq.generator is not None and not seq.sampling.is_greedy:
+            tokens[i] = int(torch.multinomial(probs[i], 1, generator=seq.generator))
     return tokens
 
 
