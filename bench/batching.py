@@ -10,7 +10,7 @@ of the capacity that continuous batching reaches offline (all requests queued at
 this machine, so that the comparison means the same on a laptop and on a GPU.
 
     python -m bench.batching                                  # the recorded run
-    python -m bench.batching --workloads alpaca --num-requests 100   # quicker
+    python -m bench.batching --workloads alpaca --duration 10   # quicker
     python -m bench.batching --rates 20,40                    # fixed rates instead
 """
 
@@ -48,7 +48,8 @@ def run_mode(batching: BatchingMode, args: argparse.Namespace, shape: WorkloadSh
         max_num_batched_tokens=args.max_num_batched_tokens, num_kv_blocks=args.num_kv_blocks,
         static_batch_timeout_seconds=args.static_batch_timeout, seed=args.seed))
     drive(engine, make_workload(8, 0.0, seed=99, output_mean=8, prompt_mean=32))  # warm-up
-    workload = make_workload(args.num_requests, rate, seed=args.seed,
+    num_requests = args.num_requests if rate <= 0 else max(50, round(rate * args.duration))
+    workload = make_workload(num_requests, rate, seed=args.seed,
                              prompt_mean=shape.prompt_mean, output_mean=shape.output_mean,
                              sigma=args.sigma)
     meter = OtherCpuMeter()
@@ -85,13 +86,14 @@ def compare_at(rate: float, args: argparse.Namespace, shape: WorkloadShape) -> d
 def run_workload(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     shape = WORKLOADS[name]
     print(f"\n== {name}: prompt mean {shape.prompt_mean:g}, output mean {shape.output_mean:g} "
-          f"tokens (lognormal sigma {args.sigma:g}), {args.num_requests} requests per run")
+          f"tokens (lognormal sigma {args.sigma:g}); {args.duration:g} s of arrivals per run")
     if args.rates:
         rates = [float(x) for x in args.rates.split(",")]
     else:
         offline, _ = run_mode("continuous", args, shape, 0.0)
         capacity = args.num_requests / offline.wall_seconds
-        print(f"offline capacity of continuous batching: {capacity:.2f} requests/s "
+        print(f"offline capacity of continuous batching ({args.num_requests} requests queued "
+              f"at t=0): {capacity:.2f} requests/s "
               f"({offline.output_tokens_per_second:.0f} output tokens/s, mean batch "
               f"{offline.mean_batch_size:.1f}); rates below are {args.load} of it")
         rates = [capacity * float(x) for x in args.load.split(",")]
@@ -107,12 +109,16 @@ def main() -> None:
     p.add_argument("--load", default="0.5,1.0,1.5",
                    help="arrival rates as fractions of continuous batching's offline capacity")
     p.add_argument("--rates", default=None, help="fixed Poisson arrival rates, requests/s")
-    p.add_argument("--num-requests", type=int, default=200)
+    p.add_argument("--num-requests", type=int, default=200,
+                   help="requests of the offline capacity run")
+    p.add_argument("--duration", type=float, default=30.0,
+                   help="seconds of Poisson arrivals per run (at least 50 requests)")
     p.add_argument("--sigma", type=float, default=1.0, help="lognormal sigma of both lengths")
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--max-num-batched-tokens", type=int, default=2048)
     p.add_argument("--num-kv-blocks", type=int, default=8192)
-    p.add_argument("--static-batch-timeout", type=float, default=0.5)
+    p.add_argument("--static-batch-timeout", type=float, default=0.1,
+                   help="how long static batching waits to fill a batch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args()
