@@ -19,6 +19,11 @@ def _build_parser() -> argparse.ArgumentParser:
     server_cli.add_arguments(p)
     p.set_defaults(run=server_cli.run)
 
+    from exporters import bridge_cli
+    p = sub.add_parser("bridge", help="serve an engine's /metrics in the inferwatch schema")
+    bridge_cli.add_arguments(p)
+    p.set_defaults(run=bridge_cli.run)
+
     from monitor import demo
     p = sub.add_parser("demo", help="start the reference server and show it under load")
     demo.add_arguments(p)
