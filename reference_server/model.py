@@ -302,19 +302,32 @@ def _prepare_step(meta: AttentionMetadata, block_size: int, num_queries_per_kv: 
     def group(m: AttentionMetadata) -> _PagedBatch:
         return _prepare_paged_batch(m, block_size, num_queries_per_kv, dtype, workspace)
 
-    if meta.max_query_len == 1:
+    keys = _group_keys(meta, block_size)
+    distinct = torch.unique(keys)
+    if distinct.numel() == 1:
         return _PagedStep(meta.slot_mapping, [group(meta)])
     query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
-    is_decode = query_lens == 1
-    if not bool(is_decode.any()):
-        return _PagedStep(meta.slot_mapping, [group(meta)])
     groups = []
-    for selected in (is_decode, ~is_decode):
-        sub, token_idx = _sub_metadata(meta, query_lens, selected.nonzero().squeeze(1))
+    for key in distinct.tolist():
+        sub, token_idx = _sub_metadata(meta, query_lens, (keys == key).nonzero().squeeze(1))
         batch = group(sub)
         batch.token_idx = token_idx
         groups.append(batch)
     return _PagedStep(meta.slot_mapping, groups)
+
+
+def _group_keys(meta: AttentionMetadata, block_size: int) -> Tensor:
+    """Which attention group each sequence joins.
+
+    A group's K/V gather and attention are padded to its longest context (and, for prefill,
+    its longest query), so sequences are grouped by shape: every prefill chunk in one group,
+    and decodes by the power of two of their context in blocks. Padding waste then stays
+    under 2x, where one group over lognormal contexts wasted about 3x.
+    """
+    query_lens = meta.query_start_loc[1:] - meta.query_start_loc[:-1]
+    num_blocks = (meta.seq_lens + block_size - 1) // block_size
+    decode_keys = torch.ceil(torch.log2(num_blocks.clamp(min=1).double())).long()
+    return torch.where(query_lens == 1, decode_keys, torch.full_like(decode_keys, -1))
 
 
 def _sub_metadata(meta: AttentionMetadata, query_lens: Tensor,

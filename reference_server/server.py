@@ -12,6 +12,7 @@ import torch
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from exporters.gpu import GpuCollector
 from exporters.instrumentation import EngineMetrics, NullEngineMetrics, PrometheusEngineMetrics
 from reference_server.api import create_app
 from reference_server.async_engine import AsyncEngine
@@ -51,16 +52,29 @@ def load_model(config: EngineConfig) -> tuple[LlamaForCausalLM, Tokenizer]:
     return model.to(device=device, dtype=dtype).eval(), tokenizer
 
 
-def make_metrics(config: EngineConfig, model: LlamaForCausalLM, num_kv_blocks: int,
+def kv_cache_bytes(config: EngineConfig, model: LlamaForCausalLM, num_kv_blocks: int) -> int:
+    dtype = next(model.parameters()).dtype
+    return num_kv_blocks * kv_cache_bytes_per_block(model.config, config.block_size, dtype)
+
+
+def make_metrics(config: EngineConfig, kv_bytes: int,
                  registry: CollectorRegistry) -> EngineMetrics:
     if not config.enable_metrics:
         return NullEngineMetrics()
-    dtype = next(model.parameters()).dtype
-    kv_bytes = num_kv_blocks * kv_cache_bytes_per_block(model.config, config.block_size, dtype)
     return PrometheusEngineMetrics(
         registry, model=config.model_name, max_num_seqs=config.max_num_seqs,
         max_num_batched_tokens=config.max_num_batched_tokens,
         kv_block_size=config.block_size, kv_cache_bytes=kv_bytes)
+
+
+def make_gpu_collector(config: EngineConfig, kv_bytes: int) -> GpuCollector:
+    """GPU series for /metrics: the host's GPUs through NVML (gpu_up 0 where there are none),
+    with the KV pool's share of the serving device's memory."""
+    device = resolve_device(config.device)
+    if device.type != "cuda":
+        return GpuCollector()
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return GpuCollector(kv_cache_bytes=lambda: {index: kv_bytes})
 
 
 @dataclass(slots=True)
@@ -76,7 +90,10 @@ def build_engine(config: EngineConfig, registry: CollectorRegistry | None = None
         torch.set_num_threads(config.num_threads)
     model, tokenizer = load_model(config)
     registry = registry or CollectorRegistry()
-    metrics = make_metrics(config, model, num_kv_blocks_for(config, model), registry)
+    kv_bytes = kv_cache_bytes(config, model, num_kv_blocks_for(config, model))
+    metrics = make_metrics(config, kv_bytes, registry)
+    if config.enable_metrics:
+        registry.register(make_gpu_collector(config, kv_bytes))
     return LLMEngine(config, model, tokenizer, metrics), registry
 
 

@@ -1,5 +1,6 @@
 import asyncio
 import json
+import re
 
 import httpx
 import openai
@@ -178,3 +179,5 @@ def test_metrics_endpoint_serves_the_normalized_schema(srv, client):
                  "gen_ai_server_generation_tokens_total", "gen_ai_server_kv_cache_usage_ratio",
                  "gen_ai_server_requests_running", "gen_ai_server_batch_size_bucket"):
         assert f'{name}{{' in text, name
+    # The GPU collector answers whether or not this machine has a GPU, never failing a scrape.
+    assert re.search(r"^gpu_up [01]\.0$", text, re.MULTILINE)
