@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test lint bench clean
+.PHONY: install system-deps run test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+system-deps:
+	.ci/system-deps
+
 run: install
 	$(PY) -m monitor.cli demo
 
@@ -23,7 +26,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy reference_server exporters monitor bench
 
-test: lint
+test: lint system-deps
 	$(PY) -m pytest -q -ra
 
 bench: install

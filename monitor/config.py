@@ -1,0 +1,322 @@
+"""inferwatch.yaml: which targets the monitor scrapes, how often, and where it stores results.
+
+    defaults:                      # optional; every target inherits these unless it says otherwise
+      scrape_interval_seconds: 15
+      scrape_timeout_seconds: 5    # must stay below the interval
+      labels: {deployment: local}
+    max_concurrent_scrapes: 64     # scrapes in flight at once, over all targets
+    max_body_bytes: 10485760       # a larger /metrics page fails the scrape (Prometheus'
+                                   # body_size_limit), it is not read half
+    store: {url: "sqlite:///inferwatch.db"}
+    targets:
+      - name: reference-0          # unique; the store keys its series by it
+        url: http://127.0.0.1:8000/metrics
+        engine: auto               # or a mapping table: vllm, tgi, sglang, triton, llamacpp, ...
+        labels: {model: tiny, role: baseline}
+
+``load_config`` validates the whole file when it is read; a bad file raises ``ConfigError``
+naming the file and every bad field by its path (``targets[2].scrape_timeout_seconds``).
+``ConfigWatcher`` polls the file for edits and keeps the config in force when an edit is bad.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from exporters.adapters import check_extra_labels, load_tables
+from exporters.exposition import DEFAULT_MAX_BYTES
+
+logger = logging.getLogger(__name__)
+
+AUTO: Final = "auto"
+DEFAULT_SCRAPE_INTERVAL_SECONDS: Final = 15.0
+DEFAULT_SCRAPE_TIMEOUT_SECONDS: Final = 5.0
+DEFAULT_MAX_CONCURRENT_SCRAPES: Final = 64
+DEFAULT_STORE_URL: Final = "sqlite:///inferwatch.db"
+_TARGET_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+
+
+class ConfigError(Exception):
+    """An inferwatch.yaml that cannot be used; the message names the file and the fields."""
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  {problem}" for problem in self.problems)
+        super().__init__(f"{source}: invalid inferwatch config:\n{lines}")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_labels(labels: dict[str, str]) -> dict[str, str]:
+    for name in labels:
+        try:
+            check_extra_labels({name: ""})  # the rule the exporters apply to added labels
+        except ValueError:
+            raise ValueError(f"{name!r} cannot be a label: not a Prometheus label name, or one "
+                             "reserved (le, quantile, __*)") from None
+    return labels
+
+
+class DefaultsConfig(_Section):
+    scrape_interval_seconds: float = Field(default=DEFAULT_SCRAPE_INTERVAL_SECONDS, gt=0)
+    scrape_timeout_seconds: float = Field(default=DEFAULT_SCRAPE_TIMEOUT_SECONDS, gt=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    _labels_ok = field_validator("labels")(_check_labels)
+
+    @field_validator("scrape_timeout_seconds")
+    @classmethod
+    def _timeout_below_interval(cls, timeout: float, info: ValidationInfo) -> float:
+        return _timeout_checked(timeout, info)
+
+
+class TargetConfig(_Section):
+    """One scrape target, with the defaults already filled in."""
+
+    name: str
+    url: str
+    engine: str = AUTO
+    labels: dict[str, str] = Field(default_factory=dict)  # model, deployment, role, ...
+    scrape_interval_seconds: float = Field(default=DEFAULT_SCRAPE_INTERVAL_SECONDS, gt=0)
+    scrape_timeout_seconds: float = Field(default=DEFAULT_SCRAPE_TIMEOUT_SECONDS, gt=0)
+
+    _labels_ok = field_validator("labels")(_check_labels)
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, name: str) -> str:
+        if not _TARGET_NAME_RE.fullmatch(name):
+            raise ValueError(f"{name!r}: use 1-200 letters, digits and _ . : - "
+                             "(starting with a letter or digit)")
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _url_ok(cls, url: str) -> str:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"{url!r} is not a URL ({exc})") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"{url!r}: give an http:// or https:// URL with a host")
+        return url
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_ok(cls, engine: str) -> str:
+        known = (AUTO, *sorted(load_tables()))
+        if engine not in known:
+            raise ValueError(f"unknown engine {engine!r}; expected one of {list(known)}")
+        return engine
+
+    @field_validator("scrape_timeout_seconds")
+    @classmethod
+    def _timeout_below_interval(cls, timeout: float, info: ValidationInfo) -> float:
+        return _timeout_checked(timeout, info)
+
+
+def _timeout_checked(timeout: float, info: ValidationInfo) -> float:
+    # The interval is declared first, so it is in info.data when it was valid itself.
+    interval = info.data.get("scrape_interval_seconds")
+    if interval is not None and timeout >= interval:
+        raise ValueError(f"{timeout:g} s must be less than scrape_interval_seconds "
+                         f"({interval:g} s), or scrapes would overlap")
+    return timeout
+
+
+class StoreConfig(_Section):
+    url: str = DEFAULT_STORE_URL  # SQLAlchemy URL: sqlite:///file.db, postgresql://...
+
+    @field_validator("url")
+    @classmethod
+    def _url_ok(cls, url: str) -> str:
+        if "://" not in url:
+            raise ValueError(f"{url!r} is not a database URL (e.g. {DEFAULT_STORE_URL})")
+        return url
+
+
+class MonitorConfig(_Section):
+    defaults: DefaultsConfig = DefaultsConfig()  # frozen: safe to share
+    max_concurrent_scrapes: int = Field(default=DEFAULT_MAX_CONCURRENT_SCRAPES, ge=1)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
+    store: StoreConfig = StoreConfig()
+    targets: tuple[TargetConfig, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_target_defaults(cls, data: Any) -> Any:
+        """Copy the defaults section into each target that does not set a field itself (target
+        labels win over default labels of the same name). Bad defaults are left for the
+        defaults section's own validation to report."""
+        if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
+            return data
+        defaults = data.get("defaults") or {}
+        if not isinstance(defaults, dict):
+            return data
+        filled = []
+        for target in data["targets"]:
+            if isinstance(target, dict):
+                target = _with_defaults(target, defaults)
+            filled.append(target)
+        return {**data, "targets": filled}
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> MonitorConfig:
+        first: dict[str, int] = {}
+        for i, target in enumerate(self.targets):
+            if target.name in first:
+                raise ValueError(f"targets[{i}].name: duplicate target name {target.name!r} "
+                                 f"(first at targets[{first[target.name]}])")
+            first[target.name] = i
+        return self
+
+    def target(self, name: str) -> TargetConfig:
+        for target in self.targets:
+            if target.name == name:
+                return target
+        raise KeyError(f"no target {name!r} in the config")
+
+    def select(self, labels: Mapping[str, str]) -> tuple[TargetConfig, ...]:
+        """The targets carrying all of ``labels`` (e.g. the canary replicas of a model)."""
+        return tuple(t for t in self.targets
+                     if all(t.labels.get(k) == v for k, v in labels.items()))
+
+
+def _with_defaults(target: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    out = dict(target)
+    for key in ("scrape_interval_seconds", "scrape_timeout_seconds"):
+        if key not in out and key in defaults:
+            out[key] = defaults[key]
+    default_labels, labels = defaults.get("labels"), out.get("labels", {})
+    if isinstance(default_labels, dict) and isinstance(labels, dict):
+        out["labels"] = {**default_labels, **labels}
+    return out
+
+
+def parse_config(text: str, source: str) -> MonitorConfig:
+    """A config from YAML text; ``source`` (the file) is named in every error."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"expected a mapping at the top, got {type(data).__name__}"])
+    try:
+        return MonitorConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, [_describe(error) for error in exc.errors()]) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> MonitorConfig:
+    """The config in ``path``; ConfigError naming the file if it cannot be read or is bad."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [f"cannot read the file: {exc}"]) from None
+    return parse_config(text, str(path))
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    """One pydantic error as 'targets[2].scrape_timeout_seconds: what is wrong'."""
+    path = _field_path(error["loc"])
+    if error["type"] == "extra_forbidden":
+        message = "unknown key" + _did_you_mean(str(error["loc"][-1]))
+    elif error["type"] == "value_error":
+        message = str(error["ctx"]["error"])  # our own message, without pydantic's prefix
+    else:
+        message = f"{error['msg']} (got {error['input']!r})"
+    return f"{path}: {message}" if path else message
+
+
+def _field_path(loc: Sequence[int | str]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else part)
+    return path
+
+
+def _did_you_mean(key: str) -> str:
+    known = {name for model in (DefaultsConfig, TargetConfig, StoreConfig, MonitorConfig)
+             for name in model.model_fields}
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class ConfigWatcher:
+    """Follows an inferwatch.yaml: ``poll()`` returns the new config after a good edit.
+
+    A poll costs one stat(); the file is read and hashed only when its mtime or size changed,
+    and parsed only when its content did (a touch is no change). A bad edit is logged once and
+    the config in force is kept, so a typo never stops monitoring.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        text, self._stat = self._read()
+        self._digest = _digest(text)
+        self._unreadable = False
+        self.config = parse_config(text, str(self.path))  # a bad first file fails the start
+
+    def poll(self) -> MonitorConfig | None:
+        """The new config if the file changed to a good one since the last poll, else None."""
+        try:
+            if _stat_key(self.path) == self._stat:
+                return None
+            text, self._stat = self._read()
+        except (ConfigError, OSError) as exc:  # gone or unreadable, e.g. mid-replace
+            if not self._unreadable:  # once, not on every poll while the file is away
+                logger.error("%s; keeping the config in force", exc)
+            self._unreadable = True
+            return None
+        self._unreadable = False
+        digest = _digest(text)
+        if digest == self._digest:
+            return None
+        self._digest = digest  # a bad version is reported once, not on every poll
+        try:
+            self.config = parse_config(text, str(self.path))
+        except ConfigError as exc:
+            logger.error("%s\nkeeping the config in force", exc)
+            return None
+        logger.info("%s: config reloaded (%d targets)", self.path, len(self.config.targets))
+        return self.config
+
+    def _read(self) -> tuple[str, tuple[int, int]]:
+        try:
+            stat = _stat_key(self.path)
+            return self.path.read_text(encoding="utf-8"), stat
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(str(self.path), [f"cannot read the file: {exc}"]) from None
+
+
+def _stat_key(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()

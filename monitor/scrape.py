@@ -1,0 +1,156 @@
+"""One scrape of one target: fetch its /metrics page, parse it, normalize it onto the schema,
+and read the result as cumulative values per series (a ``Reading``).
+
+The parser, the engine detection and the mapping tables are the exporters' own; this module
+adds the asynchronous fetch (the bridge's ``fetch_page`` is synchronous) with the same rules:
+an explicit timeout that bounds the whole fetch, a streamed body-size limit, and failures as
+``exporters.bridge.ScrapeError`` with one of its reasons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+import httpx
+
+from exporters.adapters import (
+    NormalizedFamily,
+    NormalizedPage,
+    UnknownEngine,
+    detect_engine,
+    detect_engines,
+    normalize_engines,
+)
+from exporters.bridge import ScrapeError
+from exporters.exposition import ParsedPage, parse_page
+from exporters.schema import MetricType
+from monitor.config import AUTO, TargetConfig
+from monitor.snapshot import SeriesKey, series_key
+
+_ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
+
+
+@dataclass(frozen=True, slots=True)
+class CumulativeHistogram:
+    """A histogram series as exposed: cumulative count per finite bound, then +Inf."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[float, ...]  # len(bounds) + 1, the last is the +Inf bucket
+    sum: float
+    count: float
+
+
+@dataclass(slots=True)
+class Reading:
+    """The cumulative values of one target's normalized page at one scrape."""
+
+    counters: dict[SeriesKey, float] = field(default_factory=dict)
+    gauges: dict[SeriesKey, float] = field(default_factory=dict)
+    histograms: dict[SeriesKey, CumulativeHistogram] = field(default_factory=dict)
+
+
+async def fetch_page(client: httpx.AsyncClient, url: str, timeout: float, max_bytes: int) -> str:
+    """The body of ``url``, or ScrapeError. ``timeout`` bounds the whole fetch, so a target that
+    trickles bytes is cut off too; a body over ``max_bytes`` fails the scrape (as Prometheus'
+    body_size_limit does) rather than being read half."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await _fetch(client, url, httpx.Timeout(timeout), max_bytes)
+    except TimeoutError as exc:
+        raise ScrapeError("timeout", f"{url}: no complete answer within {timeout:g} s") from exc
+    except httpx.TimeoutException as exc:
+        raise ScrapeError("timeout", f"{url}: no answer within {timeout:g} s ({exc!r})") from exc
+    except httpx.DecodingError as exc:  # a Content-Encoding the body does not match
+        raise ScrapeError("parse", f"{url}: {exc!r}") from exc
+    except httpx.RequestError as exc:  # connect refused, reset, protocol errors, redirects
+        raise ScrapeError("connect", f"{url}: {exc!r}") from exc
+
+
+async def _fetch(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout,
+                 max_bytes: int) -> str:
+    async with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
+        if not response.is_success:
+            raise ScrapeError("http_status", f"{url}: HTTP {response.status_code}")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise ScrapeError("too_large", f"{url}: {declared} bytes, over {max_bytes}")
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > max_bytes:
+                raise ScrapeError("too_large", f"{url}: body over {max_bytes} bytes")
+    return body.decode("utf-8", "replace")
+
+
+def normalize_text(text: str, target: TargetConfig, max_bytes: int) -> NormalizedPage:
+    """The page mapped onto the schema by the target's engine (detected when auto), or
+    ScrapeError ("parse", "unknown_engine") when nothing on it can be used."""
+    parsed = parse_page(text, target.url, max_bytes)
+    if parsed.num_samples == 0:
+        raise ScrapeError("parse", f"{target.url}: no sample could be read "
+                                   f"({parsed.num_problems} problems, first: "
+                                   f"{_first_problem(parsed)})")
+    page = normalize_engines(parsed, _engines(parsed, target))
+    if not page.families:
+        raise ScrapeError("unknown_engine", f"{target.url}: no {target.engine} metrics on the "
+                                            f"page ({len(page.unmapped)} unmapped metrics)")
+    return page
+
+
+def _engines(parsed: ParsedPage, target: TargetConfig) -> list[str]:
+    if target.engine != AUTO:
+        return [target.engine]
+    try:
+        detect_engine(parsed)  # UnknownEngine lists what the page has
+    except UnknownEngine as exc:
+        raise ScrapeError("unknown_engine", str(exc)) from exc
+    return detect_engines(parsed)  # the engine, then a GPU exporter sharing the page
+
+
+def _first_problem(parsed: ParsedPage) -> str:
+    if not parsed.problems:
+        return "none"
+    line, message = parsed.problems[0]
+    return f"line {line}: {message}"
+
+
+def read_page(page: NormalizedPage) -> Reading:
+    """The page's values by series key (counters keep their _total name, histograms their
+    base name with ``le`` dropped)."""
+    reading = Reading()
+    for family in page.families:
+        if family.type is MetricType.HISTOGRAM:
+            reading.histograms.update(_histograms(family))
+            continue
+        values = reading.counters if family.type is MetricType.COUNTER else reading.gauges
+        for sample in family.samples:
+            values[series_key(sample.name, sample.labels)] = sample.value
+    return reading
+
+
+def _histograms(family: NormalizedFamily) -> Iterable[tuple[SeriesKey, CumulativeHistogram]]:
+    buckets: dict[SeriesKey, dict[float, float]] = {}
+    sums: dict[SeriesKey, float] = {}
+    counts: dict[SeriesKey, float] = {}
+    for sample in family.samples:
+        key = series_key(family.name, sample.labels)  # series_key leaves out le
+        suffix = sample.name[len(family.name):]
+        if suffix == "_bucket":
+            buckets.setdefault(key, {})[float(sample.labels["le"])] = sample.value
+        elif suffix == "_sum":
+            sums[key] = sample.value
+        elif suffix == "_count":
+            counts[key] = sample.value
+    for key, by_bound in buckets.items():
+        ordered = sorted(by_bound.items())  # the normalizer always gives a +Inf bucket
+        if not ordered or not math.isinf(ordered[-1][0]):
+            continue
+        cumulative = tuple(count for _, count in ordered)
+        count = counts.get(key, cumulative[-1])
+        # An engine without _sum still has a usable distribution; its sum is unknown.
+        yield key, CumulativeHistogram(tuple(b for b, _ in ordered[:-1]), cumulative,
+                                       sums.get(key, math.nan), count)
