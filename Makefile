@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# The PostgreSQL that .ci/system-deps sets up; the store's tests run on it and on SQLite.
+export INFERWATCH_TEST_POSTGRES_URL ?= postgresql+psycopg://inferwatch:inferwatch@127.0.0.1/inferwatch
 
 .PHONY: install system-deps run test lint bench clean
 

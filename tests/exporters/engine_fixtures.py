@@ -7,12 +7,12 @@ skip, saying why, unless INFERWATCH_REQUIRE_INTEGRATION=1 asks for a failure ins
 from __future__ import annotations
 
 import csv
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+
+from tests.integration import unavailable
 
 from exporters.exposition import ParsedPage, parse_page
 
@@ -38,9 +38,7 @@ def engines_dir() -> Path:
         return FIXTURES_DIR
     reason = (f"engine fixtures not found at {FIXTURES_DIR}: clone the shared/ fixtures beside "
               "the repository")
-    if os.environ.get("INFERWATCH_REQUIRE_INTEGRATION") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    unavailable(reason)
 
 
 def read_fixture(name: str) -> str:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+
+from tests.integration import unavailable
 import yaml
 
-REQUIRE_ENV = "INFERWATCH_REQUIRE_INTEGRATION"
 JOB = "llm"
 _DEBIAN_PATH = "/usr/bin/prometheus"
 _START_ATTEMPTS = 3  # a free port can be taken between our probe and Prometheus' bind
@@ -36,9 +36,7 @@ def prometheus_binary() -> str:
         return path
     reason = ("the prometheus binary is not installed (not on PATH nor at /usr/bin/prometheus;"
               " apt-get install prometheus)")
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{reason}, and {REQUIRE_ENV}=1 requires it")
-    pytest.skip(reason)
+    unavailable(reason)
 
 
 @dataclass

@@ -1,0 +1,136 @@
+"""Opening the store: an engine per URL (SQLite file or PostgreSQL), migrations, the Store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+
+from monitor.snapshot import Snapshot
+from monitor.store.ids import IdCache, dialect_insert
+from monitor.store.models import RAW_RESOLUTION, Target
+from monitor.store.retention import RetentionPolicy, apply_retention
+from monitor.store.rollup import rollup
+from monitor.store.writes import IMMEDIATE, write_snapshots, write_transaction
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
+DEFAULT_BUSY_TIMEOUT_SECONDS = 10.0
+# Scrapes of a closed bucket can still be in flight; a later one only costs a redo.
+DEFAULT_LATENESS_SECONDS = 30.0
+DEFAULT_RETENTION = RetentionPolicy()
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    name: str
+    url: str | None = None
+    engine: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Store:
+    """The monitor's database. Create with ``open_store``; ``migrate()`` before first use."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.ids = IdCache()
+
+    def migrate(self) -> None:
+        """Upgrade the schema to the newest Alembic revision (a no-op when it is there)."""
+        config = alembic_config()
+        with self.engine.connect() as conn:
+            conn.execution_options(**{IMMEDIATE: True})
+            with conn.begin():
+                config.attributes["connection"] = conn
+                command.upgrade(config, "head")
+
+    def write(self, snapshots: Sequence[Snapshot]) -> None:
+        """Store raw snapshots; writing one again replaces it (idempotent)."""
+        staged = self.ids.copy()
+        with write_transaction(self.engine) as conn:
+            write_snapshots(conn, staged, snapshots, RAW_RESOLUTION)
+        self.ids.adopt(staged)
+
+    def register_target(self, info: TargetInfo) -> None:
+        """Create or update a target's description (the labels selectors match)."""
+        values = {"url": info.url, "engine": info.engine, "labels": dict(info.labels)}
+        with write_transaction(self.engine) as conn:
+            stmt = dialect_insert(conn, Target).values(name=info.name, **values)
+            conn.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))
+
+    def targets(self) -> list[TargetInfo]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(Target.name, Target.url, Target.engine, Target.labels)
+                                .order_by(Target.name))
+            return [TargetInfo(name, url, engine, labels or {})
+                    for name, url, engine, labels in rows]
+
+    def rollup(self, now: float, *,
+               lateness_seconds: float = DEFAULT_LATENESS_SECONDS) -> dict[int, int]:
+        """Roll up every bucket closed by ``now - lateness_seconds`` (buckets written per
+        resolution). Idempotent; run it every minute or so."""
+        return rollup(self.engine, self.ids, now, lateness_seconds)
+
+    def apply_retention(self, now: float,
+                        policy: RetentionPolicy = DEFAULT_RETENTION) -> dict[int, int]:
+        """Delete what is past the policy (intervals deleted per resolution)."""
+        return apply_retention(self.engine, now, policy)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """Alembic configuration of the store's migrations (no alembic.ini needed)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def open_store(url: str, *, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+               busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Store:
+    """``sqlite:///path/to/file.db`` (the embedded default) or ``postgresql+psycopg://...``."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return Store(_sqlite_engine(url, busy_timeout_seconds))
+    if parsed.get_backend_name() == "postgresql":
+        engine = create_engine(url, pool_pre_ping=True,
+                               connect_args={"connect_timeout": int(connect_timeout_seconds)})
+        return Store(engine)
+    raise ValueError(f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}:"
+                     " use sqlite:///path or postgresql+psycopg://user@host/db")
+
+
+def _sqlite_engine(url: str, busy_timeout_seconds: float) -> Engine:
+    engine = create_engine(url)
+    in_memory = make_url(url).database in (None, "", ":memory:")
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control from the sqlite3 module (it would skip BEGIN before
+        # SELECT and DDL); the "begin" hook below emits it instead.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        if not in_memory:
+            # WAL: readers (API, queries) never block the collector's writes, nor it them.
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints under WAL
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_seconds * 1000)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get(IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine

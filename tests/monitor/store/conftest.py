@@ -1,0 +1,54 @@
+"""The same store tests on SQLite (a temporary file) and on a real PostgreSQL.
+
+PostgreSQL runs when INFERWATCH_TEST_POSTGRES_URL names a server where the role may create
+databases (e.g. postgresql+psycopg://inferwatch:inferwatch@127.0.0.1/inferwatch); each test
+gets a fresh database, dropped afterwards. Without the variable those tests skip, unless
+INFERWATCH_REQUIRE_INTEGRATION=1 (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration import unavailable
+from sqlalchemy.engine import make_url
+
+from monitor.store import Store
+from tests.monitor.store.databases import Database
+
+POSTGRES_URL_ENV = "INFERWATCH_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        yield Database(f"sqlite:///{tmp_path / 'store.db'}", "sqlite")
+        return
+    admin_url = os.environ.get(POSTGRES_URL_ENV)
+    if not admin_url:
+        reason = (f"PostgreSQL tests need {POSTGRES_URL_ENV}="
+                  "postgresql+psycopg://USER:PASSWORD@HOST/DB (a role that may create databases)")
+        unavailable(reason)
+    name = f"inferwatch_test_{uuid.uuid4().hex[:16]}"
+    database = Database(make_url(admin_url).set(database=name)
+                        .render_as_string(hide_password=False), "postgresql", admin_url)
+    database.admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield database
+    finally:
+        database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def store(database: Database) -> Iterator[Store]:
+    store = database.open()
+    store.migrate()
+    try:
+        yield store
+    finally:
+        store.close()
