@@ -38,25 +38,12 @@ from exporters.adapters import (
     normalize_engines,
 )
 from exporters.exposition import DEFAULT_MAX_BYTES, PageProblem, ParsedPage, parse_page
+from exporters.fetch import SCRAPE_ERROR_REASONS, ScrapeError, fetch_page
 from exporters.schema import MetricType
 
 logger = logging.getLogger(__name__)
 
 AUTO: Final = "auto"
-SCRAPE_ERROR_REASONS: Final = (
-    "timeout", "connect", "http_status", "too_large", "parse", "unknown_engine",
-)
-_ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
-
-
-class ScrapeError(Exception):
-    """A scrape that gave no usable page; ``reason`` is one of SCRAPE_ERROR_REASONS."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
     target: str  # URL of the engine's metrics page
@@ -81,32 +68,6 @@ class BridgeConfig:
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
         check_extra_labels(self.extra_labels)
-
-
-def fetch_page(client: httpx.Client, url: str, timeout: float, max_bytes: int) -> str:
-    """The body of ``url``, or ScrapeError. The timeout bounds the whole fetch (a target that
-    trickles bytes is cut off too); a body over max_bytes fails the scrape, as Prometheus'
-    body_size_limit does, rather than being served half."""
-    deadline = time.monotonic() + timeout
-    try:
-        with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
-            if not response.is_success:
-                raise ScrapeError("http_status", f"{url}: HTTP {response.status_code}")
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > max_bytes:
-                raise ScrapeError("too_large", f"{url}: {declared} bytes, over {max_bytes}")
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise ScrapeError("too_large", f"{url}: body over {max_bytes} bytes")
-                if time.monotonic() > deadline:
-                    raise ScrapeError("timeout", f"{url}: body not complete within {timeout} s")
-    except httpx.TimeoutException as exc:
-        raise ScrapeError("timeout", f"{url}: no answer within {timeout} s ({exc!r})") from exc
-    except httpx.TransportError as exc:
-        raise ScrapeError("connect", f"{url}: {exc!r}") from exc
-    return body.decode("utf-8", "replace")
 
 
 class NormalizedCollector(Collector):

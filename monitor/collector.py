@@ -31,9 +31,9 @@ from types import TracebackType
 
 import httpx
 
-from exporters.bridge import ScrapeError
+from exporters.fetch import ScrapeError, fetch_page_async
 from monitor.config import ConfigWatcher, MonitorConfig, TargetConfig
-from monitor.scrape import CumulativeHistogram, Reading, fetch_page, normalize_text, read_page
+from monitor.scrape import CumulativeHistogram, Reading, normalize_text, read_page
 from monitor.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class Collector:
         target, max_bytes = state.config, self._config.max_body_bytes
         start = started if state.last_attempt is None else state.last_attempt
         try:
-            text = await fetch_page(self._http(), target.url, target.scrape_timeout_seconds,
+            text = await fetch_page_async(self._http(), target.url, target.scrape_timeout_seconds,
                                     max_bytes)
             # In a thread: parsing a large page must not stall the event loop, where it would
             # make the other targets' fetches overrun their timeouts.

@@ -1,21 +1,16 @@
 """One scrape of one target: fetch its /metrics page, parse it, normalize it onto the schema,
 and read the result as cumulative values per series (a ``Reading``).
 
-The parser, the engine detection and the mapping tables are the exporters' own; this module
-adds the asynchronous fetch (the bridge's ``fetch_page`` is synchronous) with the same rules:
-an explicit timeout that bounds the whole fetch, a streamed body-size limit, and failures as
-``exporters.bridge.ScrapeError`` with one of its reasons.
+The fetch (exporters.fetch), the parser, the engine detection and the mapping tables are the
+exporters' own, shared with the bridge.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
 
-import httpx
 
 from exporters.adapters import (
     NormalizedFamily,
@@ -25,14 +20,11 @@ from exporters.adapters import (
     detect_engines,
     normalize_engines,
 )
-from exporters.bridge import ScrapeError
+from exporters.fetch import ScrapeError
 from exporters.exposition import ParsedPage, parse_page
 from exporters.schema import MetricType
 from monitor.config import AUTO, TargetConfig
 from monitor.snapshot import SeriesKey, series_key
-
-_ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
-
 
 @dataclass(frozen=True, slots=True)
 class CumulativeHistogram:
@@ -51,39 +43,6 @@ class Reading:
     counters: dict[SeriesKey, float] = field(default_factory=dict)
     gauges: dict[SeriesKey, float] = field(default_factory=dict)
     histograms: dict[SeriesKey, CumulativeHistogram] = field(default_factory=dict)
-
-
-async def fetch_page(client: httpx.AsyncClient, url: str, timeout: float, max_bytes: int) -> str:
-    """The body of ``url``, or ScrapeError. ``timeout`` bounds the whole fetch, so a target that
-    trickles bytes is cut off too; a body over ``max_bytes`` fails the scrape (as Prometheus'
-    body_size_limit does) rather than being read half."""
-    try:
-        async with asyncio.timeout(timeout):
-            return await _fetch(client, url, httpx.Timeout(timeout), max_bytes)
-    except TimeoutError as exc:
-        raise ScrapeError("timeout", f"{url}: no complete answer within {timeout:g} s") from exc
-    except httpx.TimeoutException as exc:
-        raise ScrapeError("timeout", f"{url}: no answer within {timeout:g} s ({exc!r})") from exc
-    except httpx.DecodingError as exc:  # a Content-Encoding the body does not match
-        raise ScrapeError("parse", f"{url}: {exc!r}") from exc
-    except httpx.RequestError as exc:  # connect refused, reset, protocol errors, redirects
-        raise ScrapeError("connect", f"{url}: {exc!r}") from exc
-
-
-async def _fetch(client: httpx.AsyncClient, url: str, timeout: httpx.Timeout,
-                 max_bytes: int) -> str:
-    async with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
-        if not response.is_success:
-            raise ScrapeError("http_status", f"{url}: HTTP {response.status_code}")
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > max_bytes:
-            raise ScrapeError("too_large", f"{url}: {declared} bytes, over {max_bytes}")
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > max_bytes:
-                raise ScrapeError("too_large", f"{url}: body over {max_bytes} bytes")
-    return body.decode("utf-8", "replace")
 
 
 def normalize_text(text: str, target: TargetConfig, max_bytes: int) -> NormalizedPage:

@@ -1,0 +1,83 @@
+"""Fetching a /metrics page for a scrape, synchronously (the bridge) or not (the collector).
+
+Both follow the same rules: an explicit timeout that bounds the whole fetch (a target that
+trickles bytes is cut off too), a body over ``max_bytes`` fails the scrape (as Prometheus'
+body_size_limit does) rather than being read half, and every failure is a ScrapeError with
+one of SCRAPE_ERROR_REASONS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Final
+
+import httpx
+
+__all__ = ["SCRAPE_ERROR_REASONS", "ScrapeError", "fetch_page", "fetch_page_async"]
+
+SCRAPE_ERROR_REASONS: Final = (
+    "timeout", "connect", "http_status", "too_large", "parse", "unknown_engine",
+)
+_ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
+
+
+class ScrapeError(Exception):
+    """A scrape that gave no usable page; ``reason`` is one of SCRAPE_ERROR_REASONS."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def fetch_page(client: httpx.Client, url: str, timeout: float, max_bytes: int) -> str:
+    deadline = time.monotonic() + timeout
+    try:
+        with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
+            _check_head(response, url, max_bytes)
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                _append(body, chunk, url, max_bytes)
+                if time.monotonic() > deadline:
+                    raise ScrapeError("timeout", f"{url}: body not complete within {timeout} s")
+    except httpx.HTTPError as exc:
+        raise _translate(exc, url, timeout) from exc
+    return body.decode("utf-8", "replace")
+
+
+async def fetch_page_async(client: httpx.AsyncClient, url: str, timeout: float,
+                           max_bytes: int) -> str:
+    try:
+        async with asyncio.timeout(timeout):
+            async with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
+                _check_head(response, url, max_bytes)
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    _append(body, chunk, url, max_bytes)
+    except TimeoutError as exc:
+        raise ScrapeError("timeout", f"{url}: no complete answer within {timeout:g} s") from exc
+    except httpx.HTTPError as exc:
+        raise _translate(exc, url, timeout) from exc
+    return body.decode("utf-8", "replace")
+
+
+def _check_head(response: httpx.Response, url: str, max_bytes: int) -> None:
+    if not response.is_success:
+        raise ScrapeError("http_status", f"{url}: HTTP {response.status_code}")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise ScrapeError("too_large", f"{url}: {declared} bytes, over {max_bytes}")
+
+
+def _append(body: bytearray, chunk: bytes, url: str, max_bytes: int) -> None:
+    body += chunk
+    if len(body) > max_bytes:
+        raise ScrapeError("too_large", f"{url}: body over {max_bytes} bytes")
+
+
+def _translate(exc: httpx.HTTPError, url: str, timeout: float) -> ScrapeError:
+    if isinstance(exc, httpx.TimeoutException):
+        return ScrapeError("timeout", f"{url}: no answer within {timeout:g} s ({exc!r})")
+    if isinstance(exc, httpx.DecodingError):  # a Content-Encoding the body does not match
+        return ScrapeError("parse", f"{url}: {exc!r}")
+    return ScrapeError("connect", f"{url}: {exc!r}")  # refused, reset, protocol errors, ...
