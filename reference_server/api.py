@@ -236,7 +236,7 @@ def _add_fault_routes(app: FastAPI, engine: AsyncEngine, token: str) -> None:
 
     @app.get("/admin/faults", dependencies=admin)
     async def list_faults() -> dict[str, Any]:
-        return {"faults": [f.to_dict() for f in faults.active()]}
+        return {"faults": [faults.describe(f) for f in faults.active()]}
 
     @app.post("/admin/faults", dependencies=admin)
     async def add_fault(body: FaultRequest) -> dict[str, Any]:
@@ -247,8 +247,9 @@ def _add_fault_routes(app: FastAPI, engine: AsyncEngine, token: str) -> None:
             fault = faults.add(body.kind, body.value, body.duration_seconds)
         except ValueError as exc:
             raise InvalidRequest(str(exc), param="value") from exc
-        logger.warning("fault injected: %s", fault)
-        return fault.to_dict()
+        logger.warning("fault injected: %s %g for %g s", fault.kind.value, fault.value,
+                       fault.duration_seconds)
+        return faults.describe(fault)
 
     @app.delete("/admin/faults", dependencies=admin)
     async def clear_faults(kind: str | None = None) -> dict[str, Any]:

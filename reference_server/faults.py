@@ -10,7 +10,7 @@ import enum
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 class FaultKind(enum.StrEnum):
@@ -38,8 +38,11 @@ class Fault:
     started_at: float
     expires_at: float
 
-    def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "kind": self.kind.value}
+    def to_dict(self, now: float) -> dict[str, object]:
+        """For the API: times as seconds left, since started_at/expires_at are monotonic."""
+        return {"kind": self.kind.value, "value": self.value,
+                "duration_seconds": self.duration_seconds,
+                "remaining_seconds": round(max(0.0, self.expires_at - now), 3)}
 
 
 class FaultInjector:
@@ -71,6 +74,9 @@ class FaultInjector:
                 self._faults.clear()
                 return num
             return 1 if self._faults.pop(FaultKind(kind), None) else 0
+
+    def describe(self, fault: Fault) -> dict[str, object]:
+        return fault.to_dict(self._clock())
 
     def active(self) -> list[Fault]:
         now = self._clock()
