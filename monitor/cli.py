@@ -24,6 +24,11 @@ def _build_parser() -> argparse.ArgumentParser:
     bridge_cli.add_arguments(p)
     p.set_defaults(run=bridge_cli.run)
 
+    from monitor import collect_cli
+    p = sub.add_parser("collect", help="scrape the targets of inferwatch.yaml into the store")
+    collect_cli.add_arguments(p)
+    p.set_defaults(run=collect_cli.run)
+
     from monitor import demo
     p = sub.add_parser("demo", help="start the reference server and show it under load")
     demo.add_arguments(p)

@@ -280,11 +280,14 @@ def _restarted(previous: CumulativeHistogram, current: CumulativeHistogram) -> b
 
 
 async def follow_config(watcher: ConfigWatcher, collector: Collector, stop: asyncio.Event,
-                        poll_seconds: float = 5.0) -> None:
+                        poll_seconds: float = 5.0,
+                        on_change: Callable[[MonitorConfig], None] | None = None) -> None:
     """Apply every good edit of the watched file to the collector until ``stop`` is set."""
     while not stop.is_set():
         new = watcher.poll()
         if new is not None:
             collector.apply_config(new)
+            if on_change is not None:
+                on_change(new)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), poll_seconds)
