@@ -33,6 +33,7 @@ import httpx
 
 from exporters.fetch import ScrapeError, fetch_page_async
 from monitor.config import ConfigWatcher, MonitorConfig, TargetConfig
+from monitor.promql_source import PromQLError, PromQLSource
 from monitor.scrape import CumulativeHistogram, Reading, normalize_text, read_page
 from monitor.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState
 
@@ -187,6 +188,8 @@ class Collector:
     async def _snapshot(self, state: _Target, started: float) -> Snapshot:
         target, max_bytes = state.config, self._config.max_body_bytes
         start = started if state.last_attempt is None else state.last_attempt
+        if target.promql_selector is not None:
+            return await self._promql_snapshot(state, start, started)
         try:
             text = await fetch_page_async(self._http(), target.url, target.scrape_timeout_seconds,
                                     max_bytes)
@@ -203,6 +206,23 @@ class Collector:
             state.last_error = None
         snapshot = build_snapshot(target.name, state.previous, reading, start, started)
         state.previous = reading
+        return snapshot
+
+    async def _promql_snapshot(self, state: _Target, start: float, started: float) -> Snapshot:
+        """The window from a PromQL API, lagging ``promql_delay_seconds`` behind now."""
+        target = state.config
+        assert target.promql_selector is not None
+        delay = target.promql_delay_seconds
+        if state.last_attempt is None:  # no window yet: the next one starts here
+            return Snapshot(target.name, started - delay, started - delay, TargetState.FIRST)
+        source = PromQLSource(target.url, self._http(), target.scrape_timeout_seconds,
+                              target.promql_selector)
+        try:
+            snapshot = await source.snapshot(target.name, start - delay, started - delay)
+        except PromQLError as exc:  # an invalid selector: the config's fault, say so each time
+            return self._down(state, start - delay, started - delay, f"promql: {exc}")
+        if snapshot.state is TargetState.DOWN:
+            return self._down(state, start - delay, started - delay, snapshot.error or "down")
         return snapshot
 
     def _down(self, state: _Target, start: float, end: float, error: str) -> Snapshot:

@@ -101,6 +101,12 @@ class TargetConfig(_Section):
     labels: dict[str, str] = Field(default_factory=dict)  # model, deployment, role, ...
     scrape_interval_seconds: float = Field(default=DEFAULT_SCRAPE_INTERVAL_SECONDS, gt=0)
     scrape_timeout_seconds: float = Field(default=DEFAULT_SCRAPE_TIMEOUT_SECONDS, gt=0)
+    # Set for a target whose metrics already live in Prometheus (or Thanos, Mimir,
+    # VictoriaMetrics): `url` is then the PromQL API's base URL and this selects the target's
+    # series in our schema, e.g. 'job="llm",instance="10.0.0.7:8000"'.
+    promql_selector: str | None = None
+    # Windows end this far behind now, so samples Prometheus has not ingested yet are not lost.
+    promql_delay_seconds: float = Field(default=30.0, ge=0)
 
     _labels_ok = field_validator("labels")(_check_labels)
 

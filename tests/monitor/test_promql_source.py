@@ -26,6 +26,8 @@ from exporters.schema import (
     TIME_TO_FIRST_TOKEN,
     get_spec,
 )
+from monitor.collector import Collector
+from monitor.config import parse_config
 from monitor.promql_source import (
     AmbiguousSelectorError,
     HistogramSeries,
@@ -252,3 +254,32 @@ def test_a_stopped_prometheus_is_down_with_the_connection_error(
     assert snapshot.state is TargetState.DOWN
     assert snapshot.error is not None
     assert "ConnectError" in snapshot.error and prometheus.url in snapshot.error
+
+
+@pytest.mark.integration
+def test_a_promql_target_of_the_collector_reads_the_same_window(stack: Stack,
+                                                                load: Load) -> None:
+    """inferwatch.yaml can name a Prometheus instead of a /metrics page; windows lag by
+    promql_delay_seconds so that samples not yet ingested are not lost."""
+    delay = 5.0
+    config = parse_config(
+        "targets:\n"
+        f"  - {{name: via-prometheus, url: '{stack.prometheus.url}', promql_selector: "
+        f"'{SELECTOR}', promql_delay_seconds: {delay}, scrape_interval_seconds: 1,\n"
+        "     scrape_timeout_seconds: 0.9}\n", "test.yaml")
+    now = [load.t0 + delay]
+    snapshots: list[Snapshot] = []
+    collector = Collector(config, snapshots.append, clock=lambda: now[0])
+
+    async def two_windows() -> None:
+        await collector.scrape_once()
+        now[0] = load.t1 + delay
+        await collector.scrape_once()
+        await collector.aclose()
+
+    asyncio.run(two_windows())
+    first, second = snapshots
+    assert first.state is TargetState.FIRST
+    assert second.state is TargetState.UP, second.error
+    assert (second.start, second.end) == pytest.approx((load.t0, load.t1))
+    assert second.counters[GENERATION_KEY] == load.tokens_after - load.tokens_before
