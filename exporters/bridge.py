@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from socketserver import ThreadingMixIn
-from typing import Any, Final
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import httpx
@@ -30,20 +30,23 @@ from prometheus_client.registry import Collector
 
 from exporters.adapters import (
     NormalizedPage,
-    UnknownEngine,
     check_extra_labels,
-    detect_engine,
-    detect_engines,
     load_tables,
     normalize_engines,
 )
-from exporters.exposition import DEFAULT_MAX_BYTES, PageProblem, ParsedPage, parse_page
-from exporters.fetch import SCRAPE_ERROR_REASONS, ScrapeError, fetch_page
+from exporters.exposition import DEFAULT_MAX_BYTES, PageProblem, parse_page
+from exporters.fetch import (
+    AUTO,
+    SCRAPE_ERROR_REASONS,
+    ScrapeError,
+    engines_for,
+    fetch_page,
+    require_samples,
+)
 from exporters.schema import MetricType
 
 logger = logging.getLogger(__name__)
 
-AUTO: Final = "auto"
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
     target: str  # URL of the engine's metrics page
@@ -201,10 +204,8 @@ class Bridge:
         text = fetch_page(self._client, config.target, config.timeout_seconds, config.max_bytes)
         parsed = parse_page(text, config.target, config.max_bytes)
         self._count_problems(parsed.problems, parsed.num_problems)
-        if parsed.num_samples == 0:
-            raise ScrapeError("parse", f"{config.target}: no sample could be read "
-                                       f"({parsed.num_problems} problems)")
-        page = normalize_engines(parsed, self._engines(parsed), config.extra_labels)
+        require_samples(parsed, config.target)
+        page = normalize_engines(parsed, engines_for(parsed, config.engine), config.extra_labels)
         self._count_problems(page.problems, len(page.problems))
         resets = self._counter_resets(page)
         self._count_problems(resets, len(resets))
@@ -213,15 +214,6 @@ class Bridge:
                         "+".join(page.engines), ", ".join(page.unmapped) or "none")
             self._last_unmapped = page.unmapped
         return page
-
-    def _engines(self, parsed: ParsedPage) -> list[str]:
-        if self.config.engine != AUTO:
-            return [self.config.engine]
-        try:
-            detect_engine(parsed)  # UnknownEngine lists what the page has
-        except UnknownEngine as exc:
-            raise ScrapeError("unknown_engine", str(exc)) from exc
-        return detect_engines(parsed)  # the engine, then a GPU exporter sharing the page
 
     def _fail(self, exc: ScrapeError) -> None:
         self._health.errors[exc.reason].inc()

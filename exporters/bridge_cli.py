@@ -12,7 +12,8 @@ import httpx
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from exporters.adapters import load_tables
-from exporters.bridge import AUTO, Bridge, BridgeConfig, serve_metrics
+from exporters.bridge import Bridge, BridgeConfig, serve_metrics
+from exporters.fetch import AUTO
 from exporters.exposition import DEFAULT_MAX_BYTES
 
 

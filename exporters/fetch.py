@@ -1,4 +1,5 @@
-"""Fetching a /metrics page for a scrape, synchronously (the bridge) or not (the collector).
+"""Fetching and reading a /metrics page for a scrape, shared by the bridge (synchronous) and
+the collector (asynchronous).
 
 Both follow the same rules: an explicit timeout that bounds the whole fetch (a target that
 trickles bytes is cut off too), a body over ``max_bytes`` fails the scrape (as Prometheus'
@@ -14,7 +15,13 @@ from typing import Final
 
 import httpx
 
-__all__ = ["SCRAPE_ERROR_REASONS", "ScrapeError", "fetch_page", "fetch_page_async"]
+from exporters.adapters import UnknownEngine, detect_engine, detect_engines
+from exporters.exposition import ParsedPage
+
+__all__ = ["AUTO", "SCRAPE_ERROR_REASONS", "ScrapeError", "engines_for", "fetch_page",
+           "fetch_page_async", "require_samples"]
+
+AUTO: Final = "auto"  # detect the engine from the page's metric names on every scrape
 
 SCRAPE_ERROR_REASONS: Final = (
     "timeout", "connect", "http_status", "too_large", "parse", "unknown_engine",
@@ -81,3 +88,24 @@ def _translate(exc: httpx.HTTPError, url: str, timeout: float) -> ScrapeError:
     if isinstance(exc, httpx.DecodingError):  # a Content-Encoding the body does not match
         return ScrapeError("parse", f"{url}: {exc!r}")
     return ScrapeError("connect", f"{url}: {exc!r}")  # refused, reset, protocol errors, ...
+
+
+def require_samples(parsed: ParsedPage, url: str) -> None:
+    """ScrapeError("parse") when not one sample of the page could be read."""
+    if parsed.num_samples == 0:
+        first = (f"line {parsed.problems[0].line}: {parsed.problems[0].message}"
+                 if parsed.problems else "none")
+        raise ScrapeError("parse", f"{url}: no sample could be read ({parsed.num_problems} "
+                                   f"problems, first: {first})")
+
+
+def engines_for(parsed: ParsedPage, engine: str) -> list[str]:
+    """The mapping tables to apply: the one named, or (AUTO) the detected engine followed by
+    any GPU exporter sharing the page; ScrapeError("unknown_engine") when none is known."""
+    if engine != AUTO:
+        return [engine]
+    try:
+        detect_engine(parsed)  # UnknownEngine lists what the page has
+    except UnknownEngine as exc:
+        raise ScrapeError("unknown_engine", str(exc)) from exc
+    return detect_engines(parsed)

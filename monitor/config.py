@@ -44,10 +44,10 @@ from pydantic import (
 
 from exporters.adapters import check_extra_labels, load_tables
 from exporters.exposition import DEFAULT_MAX_BYTES
+from exporters.fetch import AUTO
 
 logger = logging.getLogger(__name__)
 
-AUTO: Final = "auto"
 DEFAULT_SCRAPE_INTERVAL_SECONDS: Final = 15.0
 DEFAULT_SCRAPE_TIMEOUT_SECONDS: Final = 5.0
 DEFAULT_MAX_CONCURRENT_SCRAPES: Final = 64

@@ -15,15 +15,12 @@ from dataclasses import dataclass, field
 from exporters.adapters import (
     NormalizedFamily,
     NormalizedPage,
-    UnknownEngine,
-    detect_engine,
-    detect_engines,
     normalize_engines,
 )
-from exporters.fetch import ScrapeError
-from exporters.exposition import ParsedPage, parse_page
+from exporters.fetch import ScrapeError, engines_for, require_samples
+from exporters.exposition import parse_page
 from exporters.schema import MetricType
-from monitor.config import AUTO, TargetConfig
+from monitor.config import TargetConfig
 from monitor.snapshot import SeriesKey, series_key
 
 @dataclass(frozen=True, slots=True)
@@ -49,32 +46,12 @@ def normalize_text(text: str, target: TargetConfig, max_bytes: int) -> Normalize
     """The page mapped onto the schema by the target's engine (detected when auto), or
     ScrapeError ("parse", "unknown_engine") when nothing on it can be used."""
     parsed = parse_page(text, target.url, max_bytes)
-    if parsed.num_samples == 0:
-        raise ScrapeError("parse", f"{target.url}: no sample could be read "
-                                   f"({parsed.num_problems} problems, first: "
-                                   f"{_first_problem(parsed)})")
-    page = normalize_engines(parsed, _engines(parsed, target))
+    require_samples(parsed, target.url)
+    page = normalize_engines(parsed, engines_for(parsed, target.engine))
     if not page.families:
         raise ScrapeError("unknown_engine", f"{target.url}: no {target.engine} metrics on the "
                                             f"page ({len(page.unmapped)} unmapped metrics)")
     return page
-
-
-def _engines(parsed: ParsedPage, target: TargetConfig) -> list[str]:
-    if target.engine != AUTO:
-        return [target.engine]
-    try:
-        detect_engine(parsed)  # UnknownEngine lists what the page has
-    except UnknownEngine as exc:
-        raise ScrapeError("unknown_engine", str(exc)) from exc
-    return detect_engines(parsed)  # the engine, then a GPU exporter sharing the page
-
-
-def _first_problem(parsed: ParsedPage) -> str:
-    if not parsed.problems:
-        return "none"
-    line, message = parsed.problems[0]
-    return f"line {line}: {message}"
 
 
 def read_page(page: NormalizedPage) -> Reading:
