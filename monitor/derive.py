@@ -20,7 +20,15 @@ from typing import Final, TypeVar
 from exporters import schema
 from exporters.buckets import SLO_THRESHOLDS_SECONDS, interpolate_quantile
 from exporters.schema import SCHEMA, MetricType
-from monitor.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState, split_key
+from monitor.snapshot import (
+    GaugeStats,
+    HistogramDelta,
+    SeriesKey,
+    Snapshot,
+    TargetState,
+    merge_deltas,
+    split_key,
+)
 
 QUANTILES: Final[tuple[float, ...]] = (0.5, 0.9, 0.95, 0.99)
 NAN: Final = math.nan
@@ -258,33 +266,9 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 
 def merge_histograms(deltas: Iterable[HistogramDelta]) -> HistogramDelta | None:
-    """The sum of several histogram deltas (series or replicas); None if there are none.
-    Different bounds (two engine versions) merge onto the bounds they share, where cumulative
-    counts are exact, rather than being re-binned by interpolation."""
+    """The sum of several histogram deltas (series or replicas); None if there are none."""
     parts = list(deltas)
-    if not parts:
-        return None
-    bounds = parts[0].bounds
-    if any(part.bounds != bounds for part in parts):
-        shared = set(bounds).intersection(*(part.bounds for part in parts))
-        bounds = tuple(sorted(shared))
-        parts = [_coarsen(part, bounds) for part in parts]
-    merged = parts[0]
-    for part in parts[1:]:
-        merged = merged.merge(part)
-    return merged
-
-
-def _coarsen(delta: HistogramDelta, bounds: tuple[float, ...]) -> HistogramDelta:
-    if delta.bounds == bounds:
-        return delta
-    counts: list[float] = []
-    below = 0.0
-    for bound in (*bounds, math.inf):
-        at_most = sum(delta.counts) if math.isinf(bound) else delta.count_at_most(bound)
-        counts.append(at_most - below)
-        below = at_most
-    return HistogramDelta(bounds, tuple(counts), delta.sum, delta.count)
+    return merge_deltas(parts) if parts else None
 
 
 def merge_replicas(target: str, snapshots: Iterable[Snapshot]) -> Snapshot:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # A series of the normalized schema: metric name (as exposed, counters with _total, histograms
@@ -102,6 +102,35 @@ class HistogramDelta:
                               self.sum + other.sum, self.count + other.count)
 
 
+def rebucket(delta: HistogramDelta, bounds: tuple[float, ...]) -> HistogramDelta:
+    """The same observations over ``bounds``, a subset of ``delta.bounds`` (exact there)."""
+    if bounds == delta.bounds:
+        return delta
+    cumulative = delta.cumulative()
+    index = {bound: i for i, bound in enumerate(delta.bounds)}
+    kept = [cumulative[index[bound]] for bound in bounds] + [cumulative[-1]]
+    counts = [kept[0]] + [b - a for a, b in zip(kept, kept[1:])]
+    return HistogramDelta(bounds, tuple(counts), delta.sum, delta.count)
+
+
+def common_bounds(all_bounds: Iterable[tuple[float, ...]]) -> tuple[float, ...]:
+    """Bounds every layout has: merging across a bucket-layout change stays exact there."""
+    layouts = list(all_bounds)
+    shared = set(layouts[0]).intersection(*layouts[1:])
+    return tuple(sorted(shared))
+
+
+def merge_deltas(deltas: Sequence[HistogramDelta]) -> HistogramDelta:
+    """Sum of deltas; different layouts (an engine upgrade, two engine versions) are first
+    reduced to the bounds they share rather than re-binned by interpolation."""
+    layouts = {d.bounds for d in deltas}
+    bounds = deltas[0].bounds if len(layouts) == 1 else common_bounds(layouts)
+    merged = rebucket(deltas[0], bounds)
+    for delta in deltas[1:]:
+        merged = merged.merge(rebucket(delta, bounds))
+    return merged
+
+
 @dataclass(frozen=True, slots=True)
 class GaugeStats:
     """A gauge over an interval: enough to merge into longer windows exactly."""
@@ -161,7 +190,7 @@ def merge_snapshots(target: str, parts: Iterable[Snapshot]) -> Snapshot:
     """
     counters: dict[SeriesKey, float] = {}
     gauges: dict[SeriesKey, GaugeStats] = {}
-    histograms: dict[SeriesKey, HistogramDelta] = {}
+    histograms: dict[SeriesKey, list[HistogramDelta]] = {}
     start, end, any_up, covered = math.inf, -math.inf, False, 0.0
     for part in sorted(parts, key=lambda s: s.end):
         start, end = min(start, part.start), max(end, part.end)
@@ -172,6 +201,7 @@ def merge_snapshots(target: str, parts: Iterable[Snapshot]) -> Snapshot:
         for key, stats in part.gauges.items():
             gauges[key] = gauges[key].merge(stats) if key in gauges else stats
         for key, delta in part.histograms.items():
-            histograms[key] = histograms[key].merge(delta) if key in histograms else delta
+            histograms.setdefault(key, []).append(delta)
     state = TargetState.UP if any_up else TargetState.DOWN
-    return Snapshot(target, start, end, state, None, counters, gauges, histograms, covered)
+    merged = {key: merge_deltas(deltas) for key, deltas in histograms.items()}
+    return Snapshot(target, start, end, state, None, counters, gauges, merged, covered)

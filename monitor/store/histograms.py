@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from monitor.snapshot import HistogramDelta
+from monitor.snapshot import HistogramDelta, merge_deltas
 
 # Type code (first byte of a stored blob) -> element type; whole counts use the narrowest.
 _TYPES: dict[bytes, np.dtype[Any]] = {
@@ -51,34 +51,6 @@ def decode_counts(first_bucket: int, blob: bytes, num_buckets: int) -> tuple[flo
 def bounds_digest(bounds: Sequence[float]) -> str:
     # json.dumps writes floats with repr, which round-trips exactly.
     return hashlib.sha256(json.dumps(list(bounds)).encode()).hexdigest()
-
-
-def rebucket(delta: HistogramDelta, bounds: tuple[float, ...]) -> HistogramDelta:
-    """The same observations over ``bounds``, a subset of ``delta.bounds`` (exact there)."""
-    if bounds == delta.bounds:
-        return delta
-    cumulative = delta.cumulative()
-    index = {bound: i for i, bound in enumerate(delta.bounds)}
-    kept = [cumulative[index[bound]] for bound in bounds] + [cumulative[-1]]
-    counts = [kept[0]] + [b - a for a, b in zip(kept, kept[1:])]
-    return HistogramDelta(bounds, tuple(counts), delta.sum, delta.count)
-
-
-def common_bounds(all_bounds: Iterable[tuple[float, ...]]) -> tuple[float, ...]:
-    """Bounds every layout has: merging across a bucket-layout change stays exact there."""
-    layouts = list(all_bounds)
-    shared = set(layouts[0]).intersection(*layouts[1:])
-    return tuple(sorted(shared))
-
-
-def merge_deltas(deltas: Sequence[HistogramDelta]) -> HistogramDelta:
-    """Sum of deltas; different layouts are first reduced to the bounds they share."""
-    layouts = {d.bounds for d in deltas}
-    bounds = deltas[0].bounds if len(layouts) == 1 else common_bounds(layouts)
-    merged = rebucket(deltas[0], bounds)
-    for delta in deltas[1:]:
-        merged = merged.merge(rebucket(delta, bounds))
-    return merged
 
 
 @dataclass(frozen=True, slots=True)

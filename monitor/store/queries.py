@@ -36,7 +36,7 @@ from monitor.store.aggregates import (
     up_ends,
 )
 from monitor.store.db import Store
-from monitor.store.histograms import merge_deltas
+from monitor.snapshot import merge_deltas
 from monitor.store.models import RAW_RESOLUTION, Series, SeriesKind, Target
 from monitor.store.reads import Piece, all_series, load_watermarks, plan
 

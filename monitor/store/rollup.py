@@ -19,8 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Connection, Engine, func, select
 
-from monitor.snapshot import HistogramDelta, Snapshot, SeriesKey, TargetState, merge_snapshots
-from monitor.store.histograms import common_bounds, rebucket
+from monitor.snapshot import Snapshot, TargetState, merge_snapshots
 from monitor.store.ids import IdCache, dialect_insert
 from monitor.store.models import RAW_RESOLUTION, Interval, RollupWatermark
 from monitor.store.reads import Piece, all_targets, load_snapshots, load_watermarks
@@ -89,30 +88,13 @@ def rollup_buckets(parts: Iterable[Snapshot], resolution: int) -> list[Snapshot]
 
 def _merge_bucket(target: str, start: float, resolution: int,
                   parts: Sequence[Snapshot]) -> Snapshot:
-    merged = merge_snapshots(target, _align_histogram_bounds(parts))
+    # merge_snapshots reduces a histogram whose bucket layout changed inside the bucket (an
+    # engine upgrade) to the bounds all its layouts share.
+    merged = merge_snapshots(target, parts)
     down = [p for p in parts if p.state is TargetState.DOWN]
     # A bucket that was down throughout keeps the last reason; an up one carries no error.
     error = max(down, key=lambda p: p.end).error if len(down) == len(parts) else None
     return dataclasses.replace(merged, start=start, end=start + resolution, error=error)
-
-
-def _align_histogram_bounds(parts: Sequence[Snapshot]) -> list[Snapshot]:
-    """Reduce a histogram whose bucket layout changed inside the bucket (an engine upgrade)
-    to the bounds all its layouts share, so the parts merge instead of failing forever."""
-    layouts: dict[SeriesKey, set[tuple[float, ...]]] = {}
-    for part in parts:
-        for key, delta in part.histograms.items():
-            layouts.setdefault(key, set()).add(delta.bounds)
-    changed = {key: common_bounds(found) for key, found in layouts.items() if len(found) > 1}
-    if not changed:
-        return list(parts)
-    aligned = []
-    for part in parts:
-        histograms: dict[SeriesKey, HistogramDelta] = {
-            key: rebucket(delta, changed[key]) if key in changed else delta
-            for key, delta in part.histograms.items()}
-        aligned.append(dataclasses.replace(part, histograms=histograms))
-    return aligned
 
 
 def _next_end(conn: Connection, resolution: int, after: float) -> float | None:

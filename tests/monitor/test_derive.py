@@ -225,3 +225,12 @@ def test_a_down_interval_inside_a_merged_window_does_not_dilute_rates() -> None:
     # 900 tokens were produced in the 30 s we saw, not spread over the 30 s we did not.
     assert derive(merged).generation_tokens_per_second == 30.0
     assert math.isnan(derive(merge_snapshots("t", [down])).generation_tokens_per_second)
+
+
+def test_a_window_across_a_bucket_layout_change_merges_on_the_shared_bounds() -> None:
+    # An engine upgrade changed its TTFT buckets mid-window: 0.2 and 1.0 are in both layouts.
+    before = snap(histograms={key("ttft"): HistogramDelta((0.1, 0.2, 1.0), (1, 2, 3, 4), 9.0, 10)})
+    after = snap(start=T0 + 30, histograms={
+        key("ttft"): HistogramDelta((0.2, 0.5, 1.0), (5, 1, 1, 3), 8.0, 10)})
+    merged = merge_snapshots("t", [before, after])
+    assert merged.histograms[key("ttft")] == HistogramDelta((0.2, 1.0), (8, 5, 7), 17.0, 20)

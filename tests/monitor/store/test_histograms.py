@@ -6,14 +6,12 @@ import random
 
 import pytest
 
-from monitor.snapshot import HistogramDelta
+from monitor.snapshot import HistogramDelta, merge_deltas, rebucket
 from monitor.store.histograms import (
     BucketAccumulator,
     BucketRows,
     decode_counts,
     encode_counts,
-    merge_deltas,
-    rebucket,
 )
 
 
