@@ -161,6 +161,8 @@ def test_request_timeout_returns_504():
 
 
 def test_client_disconnect_mid_stream_frees_the_request(srv):
+    aborts = {"model": "tiny", "finish_reason": "abort"}
+    before = srv.server.registry.get_sample_value("gen_ai_server_requests_total", aborts)
     with httpx.stream("POST", f"{srv.url}/v1/completions", timeout=30, json={
             "model": "tiny", "prompt": "hi", "max_tokens": 500, "ignore_eos": True,
             "stream": True}) as resp:
@@ -169,8 +171,8 @@ def test_client_disconnect_mid_stream_frees_the_request(srv):
                 assert json.loads(line[6:])["choices"]
                 break
     srv.wait_idle()
-    assert srv.server.registry.get_sample_value(
-        "gen_ai_server_requests_total", {"model": "tiny", "finish_reason": "abort"}) >= 1
+    after = srv.server.registry.get_sample_value("gen_ai_server_requests_total", aborts)
+    assert after - before == 1
 
 
 def test_metrics_endpoint_serves_the_normalized_schema(srv, client):
