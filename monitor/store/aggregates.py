@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select, tuple_
 from sqlalchemy.orm import InstrumentedAttribute
 
-from monitor.snapshot import TargetState
+from monitor.snapshot import GaugeStats, TargetState
 from monitor.store.histograms import BucketAccumulator, BucketRows
 from monitor.store.ids import IdCache, load_bounds
 from monitor.store.models import CounterValue, GaugeValue, HistogramValue, Interval
@@ -75,6 +75,9 @@ class GaugeTotal:
         return GaugeTotal(self.total + other.total, self.num_readings + other.num_readings,
                           min(self.minimum, other.minimum), max(self.maximum, other.maximum),
                           later.last_end, later.last)
+
+    def stats(self) -> GaugeStats:
+        return GaugeStats(self.last, self.total, self.num_readings, self.minimum, self.maximum)
 
 
 def gauge_totals(conn: Connection, pieces: Sequence[Piece], target_ids: Collection[int],

@@ -131,8 +131,7 @@ class _WindowTotals:
         return Snapshot(
             name, summary.start, summary.end,
             TargetState.UP if summary.any_up else TargetState.DOWN, error, counters,
-            {k: GaugeStats(g.last, g.total, g.num_readings, g.minimum, g.maximum)
-             for k, g in gauges.items()},
+            {k: g.stats() for k, g in gauges.items()},
             {k: merge_deltas(deltas) for k, deltas in histograms.items()})
 
 
@@ -160,7 +159,7 @@ def gauge_series(store: Store, selector: Selector, metric: str, start: float, en
     merged: dict[int, GaugeStats] = {}
     for (end_time,), g in sorted(totals.items()):  # in time order: merge keeps the later last
         k = steps.index_of(end_time)
-        stats = GaugeStats(g.last, g.total, g.num_readings, g.minimum, g.maximum)
+        stats = g.stats()
         merged[k] = merged[k].merge(stats) if k in merged else stats
     return [(t, merged.get(k)) for k, t in enumerate(steps.ends)]
 
