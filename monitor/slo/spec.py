@@ -1,0 +1,317 @@
+"""The one SLO model everything else reads: the evaluator, the rule generator, the API.
+
+Native YAML, OpenSLO v1 and Sloth prometheus/v1 files are all loaded into ``Slo``
+(``monitor.slo.loaders``). An SLO says which events are good (the SLI), which fraction must
+be (the objective), over which period (rolling or calendar), how events are budgeted
+(``Occurrences``: every request counts; ``Timeslices``: a slice is good when its SLI meets
+``timeslice_target``; ``RatioTimeslices``: the SLI is the mean of per-slice ratios), and which
+targets of the store it is about (``selector``).
+
+SLI kinds, over the normalized ``gen_ai_server_*`` schema:
+
+- ``latency``: requests whose TTFT / ITL / TPOT / E2E is at most ``threshold`` (a bucket
+  bound of the histogram, so the count is exact) over all requests.
+- ``availability``: requests that did not fail with one of ``errors`` over all requests;
+  a 429 (``rejected``) or a 400 (``bad_request``) counts only when listed.
+- ``throughput``: tokens per second at least ``min_per_second``; only meaningful per
+  timeslice, so it requires ``Timeslices`` budgeting.
+- ``ratio``: any two counters (``good`` or ``bad``, and ``total``) with label matchers.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from exporters import schema
+from monitor.slo.durations import parse_duration
+
+SLO_NAME_RE: Final = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$")
+_LABEL_NAME_RE: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+# Latency SLIs by their short name: the histogram each one counts.
+LATENCY_METRICS: Final[dict[str, str]] = {
+    "ttft": schema.TIME_TO_FIRST_TOKEN,
+    "itl": schema.INTER_TOKEN_LATENCY,
+    "tpot": schema.TIME_PER_OUTPUT_TOKEN,
+    "e2e": schema.REQUEST_DURATION,
+}
+# Throughput SLIs: the counters whose increase per second is the throughput.
+THROUGHPUT_METRICS: Final[dict[str, tuple[str, ...]]] = {
+    "generation_tokens": (schema.GENERATION_TOKENS,),
+    "prompt_tokens": (schema.PROMPT_TOKENS,),
+    "tokens": (schema.PROMPT_TOKENS, schema.GENERATION_TOKENS),
+}
+# Errors that happen before a request enters the engine: they are not in the requests
+# counter, so when counted they are added to the total as well.
+PRE_ENGINE_ERRORS: Final[frozenset[str]] = frozenset({"rejected", "bad_request"})
+DEFAULT_COUNTED_ERRORS: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected")
+
+
+def _duration(value: object) -> float:
+    if isinstance(value, (str, int, float)):
+        return parse_duration(value)
+    raise ValueError(f"{value!r} is not a duration")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budgeting(StrEnum):
+    OCCURRENCES = "Occurrences"
+    TIMESLICES = "Timeslices"
+    RATIO_TIMESLICES = "RatioTimeslices"
+
+
+class LatencySli(_Model):
+    kind: Literal["latency"] = "latency"
+    metric: Literal["ttft", "itl", "tpot", "e2e"]
+    threshold_seconds: float = Field(gt=0)
+
+    @field_validator("threshold_seconds", mode="before")
+    @classmethod
+    def _threshold(cls, value: object) -> float:
+        return _duration(value)
+
+    @model_validator(mode="after")
+    def _on_a_bucket_bound(self) -> LatencySli:
+        buckets = schema.get_spec(self.histogram).buckets or ()
+        if not any(abs(b - self.threshold_seconds) <= 1e-9 * b for b in buckets):
+            nearest = sorted(buckets, key=lambda b: abs(b - self.threshold_seconds))[:3]
+            raise ValueError(
+                f"threshold {self.threshold_seconds:g}s is not a bucket bound of "
+                f"{self.histogram}, so good requests could not be counted exactly; "
+                f"nearest bounds: {', '.join(f'{b:g}s' for b in sorted(nearest))}")
+        return self
+
+    @property
+    def histogram(self) -> str:
+        return LATENCY_METRICS[self.metric]
+
+
+class AvailabilitySli(_Model):
+    kind: Literal["availability"] = "availability"
+    errors: tuple[str, ...] = DEFAULT_COUNTED_ERRORS
+
+    @field_validator("errors")
+    @classmethod
+    def _known_errors(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [e for e in value if e not in schema.ERROR_TYPES]
+        if unknown:
+            raise ValueError(f"unknown error types {unknown}; known: {list(schema.ERROR_TYPES)}")
+        if not value:
+            raise ValueError("at least one error type must count as bad")
+        return tuple(sorted(set(value)))
+
+
+class ThroughputSli(_Model):
+    kind: Literal["throughput"] = "throughput"
+    metric: Literal["generation_tokens", "prompt_tokens", "tokens"] = "generation_tokens"
+    min_per_second: float = Field(gt=0)
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return THROUGHPUT_METRICS[self.metric]
+
+
+class CounterQuery(_Model):
+    """A counter by its schema name (without _total) and exact label values to match."""
+
+    metric: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("metric")
+    @classmethod
+    def _a_counter(cls, value: str) -> str:
+        name = value.removesuffix("_total")
+        try:
+            spec = schema.get_spec(name)
+        except KeyError:
+            raise ValueError(f"{value!r} is not a metric of the inferwatch schema") from None
+        if spec.type is not schema.MetricType.COUNTER:
+            raise ValueError(f"{value!r} is a {spec.type}, not a counter")
+        return spec.name
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not _LABEL_NAME_RE.match(k)]
+        if bad:
+            raise ValueError(f"not Prometheus label names: {bad}")
+        return value
+
+
+class RatioSli(_Model):
+    kind: Literal["ratio"] = "ratio"
+    good: CounterQuery | None = None
+    bad: CounterQuery | None = None
+    total: CounterQuery
+
+    @model_validator(mode="after")
+    def _good_or_bad(self) -> RatioSli:
+        if (self.good is None) == (self.bad is None):
+            raise ValueError("give exactly one of good and bad, beside total")
+        return self
+
+
+Sli = Annotated[LatencySli | AvailabilitySli | ThroughputSli | RatioSli,
+                Field(discriminator="kind")]
+
+
+class TimeWindow(_Model):
+    """Rolling (``duration``) or calendar-aligned (``calendar: month`` / ``week``, UTC)."""
+
+    duration_seconds: float | None = None
+    calendar: Literal["month", "week"] | None = None
+
+    @field_validator("duration_seconds", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> float | None:
+        return None if value is None else _duration(value)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> TimeWindow:
+        if (self.duration_seconds is None) == (self.calendar is None):
+            raise ValueError("give a rolling duration (e.g. 30d) or a calendar (month, week)")
+        return self
+
+    @property
+    def is_rolling(self) -> bool:
+        return self.duration_seconds is not None
+
+    @property
+    def nominal_seconds(self) -> float:
+        """The period's length for burn-rate factors: a calendar month counts as 30 days."""
+        if self.duration_seconds is not None:
+            return self.duration_seconds
+        return 30 * 86400.0 if self.calendar == "month" else 7 * 86400.0
+
+    def __str__(self) -> str:
+        from monitor.slo.durations import format_duration
+        if self.duration_seconds is not None:
+            return format_duration(self.duration_seconds)
+        return f"calendar {self.calendar}"
+
+
+class Selector(_Model):
+    """Which stored targets the SLO is about: one by name, or all with these labels."""
+
+    target: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ExplicitWindow(_Model):
+    """A burn-rate condition given in the SLO file (OpenSLO AlertCondition, or by hand)
+    instead of the windows table: burn rate above ``factor`` over both windows."""
+
+    severity: Literal["page", "ticket"]
+    long_seconds: float
+    short_seconds: float
+    factor: float = Field(gt=0)
+    for_seconds: float = Field(default=0.0, ge=0)
+
+    @field_validator("long_seconds", "short_seconds", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> float:
+        return _duration(value)
+
+    @field_validator("for_seconds", mode="before")
+    @classmethod
+    def _parse_for(cls, value: object) -> float:
+        return 0.0 if value in (0, "0", "0s", "0m") else _duration(value)
+
+    @model_validator(mode="after")
+    def _short_inside_long(self) -> ExplicitWindow:
+        if not self.short_seconds < self.long_seconds:
+            raise ValueError("the short window must be shorter than the long one")
+        return self
+
+
+class Alerting(_Model):
+    page: bool = True
+    ticket: bool = True
+    # Fewer events than this in a long window cannot fire its alert (low traffic).
+    min_events: int = Field(default=0, ge=0)
+    # No data for this long is the NoData state and, once it lasts, its own ticket.
+    no_data_after_seconds: float = 900.0
+    runbook_url: str | None = None
+    dashboard_url: str | None = None
+    # A burn-window table of its own instead of the default (monitor/slo/burn_windows.yaml).
+    windows_file: str | None = None
+    # Conditions given explicitly; when present they replace the windows table.
+    windows: tuple[ExplicitWindow, ...] = ()
+
+    @field_validator("no_data_after_seconds", mode="before")
+    @classmethod
+    def _parse(cls, value: object) -> float:
+        return _duration(value)
+
+
+class Slo(_Model):
+    name: str
+    service: str = "inference"
+    description: str = ""
+    sli: Sli
+    objective: float = Field(gt=0, lt=1)
+    window: TimeWindow = TimeWindow(duration_seconds=30 * 86400.0)
+    budgeting: Budgeting = Budgeting.OCCURRENCES
+    timeslice_seconds: float | None = None
+    # Timeslices: a slice is good when its ratio of good events reaches this.
+    timeslice_target: float | None = Field(default=None, gt=0, le=1)
+    selector: Selector = Selector()
+    alerting: Alerting = Alerting()
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window(cls, value: object) -> object:
+        """``window: 30d`` is a rolling window; ``window: {calendar: month}`` a calendar one."""
+        if isinstance(value, (str, int, float)):
+            return {"duration_seconds": value}
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not SLO_NAME_RE.match(value):
+            raise ValueError(f"{value!r}: an SLO name is lower-case letters, digits, '.', '_' "
+                             "and '-', starting and ending with a letter or digit")
+        return value
+
+    @field_validator("timeslice_seconds", mode="before")
+    @classmethod
+    def _slice(cls, value: object) -> float | None:
+        return None if value is None else _duration(value)
+
+    @model_validator(mode="after")
+    def _budgeting(self) -> Slo:
+        sliced = self.budgeting is not Budgeting.OCCURRENCES
+        if sliced and self.timeslice_seconds is None:
+            raise ValueError(f"budgeting {self.budgeting} needs timeslice_seconds")
+        if not sliced and self.timeslice_seconds is not None:
+            raise ValueError("timeslice_seconds is only for Timeslices/RatioTimeslices budgeting")
+        if self.timeslice_seconds is not None and self.timeslice_seconds % 60:
+            raise ValueError(f"timeslice_seconds must be whole minutes, got "
+                             f"{self.timeslice_seconds:g}")
+        if isinstance(self.sli, ThroughputSli):
+            if self.budgeting is not Budgeting.TIMESLICES:
+                raise ValueError("a throughput SLI is judged per timeslice: use budgeting "
+                                 "Timeslices with timeslice_seconds")
+            if self.timeslice_target is not None:
+                raise ValueError("a throughput slice is good when its rate reaches "
+                                 "min_per_second; timeslice_target does not apply")
+        elif self.budgeting is Budgeting.TIMESLICES and self.timeslice_target is None:
+            raise ValueError("Timeslices budgeting of a ratio SLI needs timeslice_target "
+                             "(e.g. 0.99: a slice is good when 99% of its requests are)")
+        elif self.budgeting is not Budgeting.TIMESLICES and self.timeslice_target is not None:
+            raise ValueError("timeslice_target is only for Timeslices budgeting")
+        return self
+
+    @property
+    def error_budget(self) -> float:
+        """The fraction of events (or slices) allowed to be bad."""
+        return 1.0 - self.objective
