@@ -175,3 +175,24 @@ class RollupWatermark(Base):
 
 
 ValueTable = type[CounterValue] | type[GaugeValue] | type[HistogramValue]
+
+
+class AlertRecord(Base):
+    """One alert the monitor raised (pending, firing, or resolved and still being
+    re-announced), kept so that a restart neither loses a firing alert nor pages twice:
+    ``fired_at`` is the startsAt sent to Alertmanager, stable across restarts."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (
+        CheckConstraint("state IN ('pending', 'firing', 'resolved')", name="state"),
+    )
+
+    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON)
+    annotations: Mapped[dict[str, str]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    active_at: Mapped[float] = mapped_column(Double)
+    fired_at: Mapped[float | None] = mapped_column(Double)
+    resolved_at: Mapped[float | None] = mapped_column(Double)
+    last_sent_at: Mapped[float | None] = mapped_column(Double)
+    value: Mapped[float | None] = mapped_column(Double)

@@ -23,7 +23,14 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, select
 
-from monitor.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState
+from monitor.snapshot import (
+    GaugeStats,
+    HistogramDelta,
+    SeriesKey,
+    Snapshot,
+    TargetState,
+    split_key,
+)
 from monitor.store.aggregates import (
     GaugeTotal,
     IntervalSummary,
@@ -136,11 +143,14 @@ class _WindowTotals:
 
 
 def counter_series(store: Store, selector: Selector, metric: str, start: float, end: float,
-                   step: float) -> list[tuple[float, float | None]]:
-    """Increase per step of a counter series (a full key) or of all series of a name."""
+                   step: float, where: Mapping[str, str] | None = None
+                   ) -> list[tuple[float, float | None]]:
+    """Increase per step of a counter series (a full key) or of all series of a name (whose
+    labels include ``where``)."""
     steps = _Steps(start, end, step)
     with read_connection(store.engine) as conn:
-        targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.COUNTER, steps)
+        targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.COUNTER, steps,
+                                           where)
         totals = counter_totals(conn, pieces, targets, series, by_end=True)
         answered = steps.answered(up_ends(conn, pieces, targets))
     ends = np.fromiter((end for end, in totals), dtype=np.float64, count=len(totals))
@@ -165,12 +175,15 @@ def gauge_series(store: Store, selector: Selector, metric: str, start: float, en
 
 
 def histogram_series(store: Store, selector: Selector, metric: str, start: float, end: float,
-                     step: float) -> list[tuple[float, HistogramDelta | None]]:
-    """Bucket increases per step, replicas and label sets merged: percentiles and rates of
-    each step come from these (``HistogramDelta.cumulative``, ``.count``)."""
+                     step: float, where: Mapping[str, str] | None = None
+                     ) -> list[tuple[float, HistogramDelta | None]]:
+    """Bucket increases per step, replicas and label sets (those including ``where``)
+    merged: percentiles and rates of each step come from these (``HistogramDelta.cumulative``,
+    ``.count``)."""
     steps = _Steps(start, end, step)
     with read_connection(store.engine) as conn:
-        targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.HISTOGRAM, steps)
+        targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.HISTOGRAM, steps,
+                                           where)
         deltas = histogram_totals(
             conn, store.ids, pieces, targets, series,
             lambda _targets, _series, ends: steps.index(np.asarray(ends)).tolist()).result()
@@ -208,25 +221,33 @@ def select_targets(conn: Connection, selector: Selector) -> dict[int, str]:
             if selector.matches(name, labels or {})}
 
 
-def select_series(conn: Connection, metric: str, kind: SeriesKind) -> dict[int, SeriesKey]:
-    """Series of a full key (``name{labels}``) or of every label set of a name."""
+def select_series(conn: Connection, metric: str, kind: SeriesKind,
+                  where: Mapping[str, str] | None = None) -> dict[int, SeriesKey]:
+    """Series of a full key (``name{labels}``) or of every label set of a name, kept when
+    their labels include ``where``."""
     column = Series.key if "{" in metric else Series.name
     found = conn.execute(select(Series.id, Series.key, Series.kind).where(column == metric))
     series: dict[int, SeriesKey] = {}
     for series_id, key, stored_kind in found:
         if stored_kind != kind:
             raise ValueError(f"{key} is a {stored_kind}, not a {kind}")
+        if where:
+            labels = split_key(key)[1]
+            if any(labels.get(k) != v for k, v in where.items()):
+                continue
         series[series_id] = key
     return series
 
 
 def _prepare(conn: Connection, selector: Selector, metric: str, kind: SeriesKind,
-             steps: _Steps) -> tuple[dict[int, str], dict[int, SeriesKey], list[Piece]]:
+             steps: _Steps, where: Mapping[str, str] | None = None
+             ) -> tuple[dict[int, str], dict[int, SeriesKey], list[Piece]]:
     # A resolution serves a step query only if each of its buckets lies in one step.
     usable = [r for r in _COARSEST_FIRST[:-1]
               if steps.start % r == 0 and steps.step % r == 0] + [RAW_RESOLUTION]
     pieces = plan(steps.start, steps.ends[-1], usable, load_watermarks(conn))
-    return select_targets(conn, selector), select_series(conn, metric, kind), pieces
+    return (select_targets(conn, selector), select_series(conn, metric, kind, where),
+            pieces)
 
 
 def _check_range(start: float, end: float) -> None:

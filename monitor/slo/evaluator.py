@@ -1,0 +1,325 @@
+"""The monitor's own SLO evaluation: error budget, burn rates and alert conditions per tick.
+
+Each SLO keeps an ``EventHistory`` of its events per minute, so a tick costs the same for a
+30-day SLO as for a 1-day one: it reads the minutes closed since the last tick, plus the
+minute still open (read afresh every tick, so a page does not wait for the minute to close),
+and every window's sum is a difference of running totals.
+
+A minute counts as closed ``settle_seconds`` after its end, when the scrapes that end in it
+have reached the store. The first tick loads history: hours of the budget period, then the
+minutes of the longest alert window.
+
+Semantics (the generated Prometheus rules in ``monitor.slo.rules`` follow the same):
+- error ratio over a window = bad events summed / all events summed, never a mean of ratios;
+  burn rate = error ratio / (1 - objective);
+- a burn condition holds when the long window has at least ``min_events`` events and both
+  windows burn faster than the factor;
+- a window without data is no data: not met, not violated; no data for
+  ``no_data_after_seconds`` is its own condition.
+- Timeslices: each closed slice is one event, good when its ratio reaches
+  ``timeslice_target`` (throughput: its rate reaches ``min_per_second``); RatioTimeslices:
+  each slice adds its ratio as good events of one. Slices without events are not events.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from monitor.slo.durations import format_duration
+from monitor.slo.history import Counts, EventHistory
+from monitor.slo.source import SliSource, Step
+from monitor.slo.spec import Budgeting, Slo, ThroughputSli
+from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, BurnWindow, Severity, burn_windows
+
+logger = logging.getLogger(__name__)
+
+_MINUTE = 60
+_HOUR = 3600
+DEFAULT_SETTLE_SECONDS = 30.0
+
+
+class SloState(StrEnum):
+    OK = "ok"                # burning no faster than any alert factor
+    BURNING = "burning"      # some alert condition holds
+    NO_DATA = "no_data"      # no target answered for no_data_after_seconds
+    ERROR = "error"          # the SLI could not be read (say why in ``error``)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertCondition:
+    """One alert the evaluator asks for, active or not; the alert book tracks its life."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    active: bool
+    for_seconds: float
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class WindowBurn:
+    window: str                # "1h"
+    seconds: float
+    events: float
+    error_ratio: float         # NaN without events
+    burn_rate: float           # NaN without events
+
+
+@dataclass(frozen=True, slots=True)
+class SloStatus:
+    name: str
+    service: str
+    objective: float
+    period: str
+    evaluated_at: float
+    state: SloState
+    sli: float                 # good / all over the period so far (NaN without events)
+    events: float              # events (requests, or slices) in the period so far
+    budget_remaining: float    # fraction of the period's error budget left (may go < 0)
+    time_to_exhaustion_seconds: float  # at the shortest window's burn rate; inf if not burning
+    burn_rates: tuple[WindowBurn, ...]
+    conditions: tuple[AlertCondition, ...]
+    error: str | None = None
+
+
+@dataclass
+class _Tracked:
+    slo: Slo
+    windows: tuple[BurnWindow, ...]
+    events: EventHistory
+    raw: EventHistory | None       # timeslice SLOs: the raw SLI per minute
+    closed_through: float | None = None
+    window_seconds: tuple[float, ...] = field(default_factory=tuple)
+
+
+class SloEvaluator:
+    """Evaluates many SLOs against one source; ``tick(now)`` returns each SLO's status."""
+
+    def __init__(self, slos: Sequence[Slo], source: SliSource, *,
+                 settle_seconds: float = DEFAULT_SETTLE_SECONDS,
+                 include_open_minute: bool = True) -> None:
+        self.source = source
+        self.settle_seconds = settle_seconds
+        self.include_open_minute = include_open_minute
+        self._tracked = {slo.name: _track(slo) for slo in slos}
+
+    @property
+    def slos(self) -> list[Slo]:
+        return [t.slo for t in self._tracked.values()]
+
+    def tick(self, now: float | None = None) -> list[SloStatus]:
+        now = time.time() if now is None else now
+        statuses = []
+        for tracked in self._tracked.values():
+            try:
+                statuses.append(self._evaluate(tracked, now))
+            except Exception as exc:  # one bad SLO must not stop the others
+                logger.warning("SLO %s: %s", tracked.slo.name, exc)
+                statuses.append(_error_status(tracked, now, f"{type(exc).__name__}: {exc}"))
+        return statuses
+
+    def _evaluate(self, tracked: _Tracked, now: float) -> SloStatus:
+        slo = tracked.slo
+        closed_end = math.floor((now - self.settle_seconds) / _MINUTE) * _MINUTE
+        self._catch_up(tracked, closed_end, now)
+        open_part = Counts()
+        sliced = slo.budgeting is not Budgeting.OCCURRENCES
+        if self.include_open_minute and not sliced and now > closed_end:
+            open_part = _counts(self.source.read(slo, closed_end, now, now - closed_end))
+        period_start = _period_start(slo, now)
+        period = tracked.events.since(period_start) + open_part
+        burns = {seconds: _burn(slo, seconds, tracked.events.last(round(seconds / _MINUTE))
+                                + open_part)
+                 for seconds in tracked.window_seconds}
+        return _status(tracked, now, period, burns, open_part)
+
+    def _catch_up(self, tracked: _Tracked, closed_end: float, now: float) -> None:
+        if tracked.closed_through is None:
+            self._load_history(tracked, closed_end, now)
+        elif closed_end > tracked.closed_through:
+            self._append(tracked, self.source.read(tracked.slo, tracked.closed_through,
+                                                   closed_end, _MINUTE))
+        tracked.closed_through = max(tracked.closed_through or closed_end, closed_end)
+
+    def _load_history(self, tracked: _Tracked, closed_end: float, now: float) -> None:
+        """First tick: the budget period in hours, then the alert windows in minutes (timeslice
+        SLOs read minutes throughout: each slice is judged on its own)."""
+        slo = tracked.slo
+        period_start = _period_start(slo, now)
+        ring_start = closed_end - tracked.events.minute_capacity * _MINUTE
+        minutes_from = ring_start
+        if slo.budgeting is Budgeting.OCCURRENCES:
+            hours_from = math.floor(period_start / _HOUR) * _HOUR
+            hours_to = math.floor(ring_start / _HOUR) * _HOUR
+            if hours_to > hours_from:
+                for step in self.source.read(slo, hours_from, hours_to, _HOUR):
+                    tracked.events.append(round(step.end / _MINUTE), step.good, step.total,
+                                          step.has_data)
+                minutes_from = hours_to
+        else:
+            minutes_from = min(ring_start, math.floor(period_start / _HOUR) * _HOUR)
+        if closed_end > minutes_from:
+            self._append(tracked, self.source.read(slo, minutes_from, closed_end, _MINUTE))
+
+    def _append(self, tracked: _Tracked, steps: Sequence[Step]) -> None:
+        slo = tracked.slo
+        for step in steps:
+            minute = round(step.end / _MINUTE)
+            if tracked.events.last_minute is not None and minute <= tracked.events.last_minute:
+                continue
+            if tracked.raw is None:
+                tracked.events.append(minute, step.good, step.total, step.has_data)
+                continue
+            tracked.raw.append(minute, step.good, step.total, step.has_data)
+            assert slo.timeslice_seconds is not None
+            slice_minutes = round(slo.timeslice_seconds / _MINUTE)
+            good = total = 0.0
+            if minute % slice_minutes == 0:
+                good, total = _judge_slice(slo, tracked.raw.last(slice_minutes))
+            tracked.events.append(minute, good, total, step.has_data)
+
+
+def _track(slo: Slo) -> _Tracked:
+    windows = burn_windows(slo)
+    seconds = sorted({s for w in windows for s in (w.long_seconds, w.short_seconds)}
+                     | {slo.alerting.no_data_after_seconds})
+    for s in seconds:
+        if s % _MINUTE:
+            raise ValueError(f"SLO {slo.name}: window {s:g}s is not whole minutes")
+    ring_minutes = round(max(seconds) / _MINUTE) + 1
+    period_hours = math.ceil(slo.window.nominal_seconds / _HOUR) + 26  # a calendar month
+    raw = None
+    if slo.budgeting is not Budgeting.OCCURRENCES:
+        assert slo.timeslice_seconds is not None
+        raw = EventHistory(round(slo.timeslice_seconds / _MINUTE) + 1, 1)
+    return _Tracked(slo, windows, EventHistory(ring_minutes, period_hours), raw,
+                    window_seconds=tuple(seconds))
+
+
+def _judge_slice(slo: Slo, raw: Counts) -> tuple[float, float]:
+    """(good, total) events of one closed timeslice; (0, 0) when it had no events."""
+    if raw.total <= 0:
+        return 0.0, 0.0
+    ratio = raw.good / raw.total
+    if isinstance(slo.sli, ThroughputSli):  # tokens over seconds with data
+        return (1.0 if ratio >= slo.sli.min_per_second else 0.0), 1.0
+    if slo.budgeting is Budgeting.RATIO_TIMESLICES:
+        return ratio, 1.0
+    assert slo.timeslice_target is not None
+    return (1.0 if ratio >= slo.timeslice_target else 0.0), 1.0
+
+
+def _counts(steps: Sequence[Step]) -> Counts:
+    total = Counts()
+    for step in steps:
+        minutes = 1.0 if step.has_data else 0.0
+        total = total + Counts(step.good, step.total, minutes)
+    return total
+
+
+def _burn(slo: Slo, seconds: float, counts: Counts) -> WindowBurn:
+    ratio = counts.error_ratio
+    return WindowBurn(format_duration(seconds), seconds, counts.total, ratio,
+                      ratio / slo.error_budget)
+
+
+def _period_start(slo: Slo, now: float) -> float:
+    if slo.window.duration_seconds is not None:
+        return now - slo.window.duration_seconds
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if slo.window.calendar == "month":
+        return day.replace(day=1).timestamp()
+    return (day - timedelta(days=day.weekday())).timestamp()
+
+
+def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, WindowBurn],
+            open_part: Counts) -> SloStatus:
+    slo = tracked.slo
+    no_data_window = tracked.events.last(round(slo.alerting.no_data_after_seconds / _MINUTE))
+    no_data = (no_data_window + open_part).data_minutes == 0
+    budget_used = period.error_ratio / slo.error_budget if period.total > 0 else math.nan
+    remaining = 1.0 - budget_used
+    shortest = burns[min(w.long_seconds for w in tracked.windows)] if tracked.windows else None
+    tte = _time_to_exhaustion(slo, remaining, shortest)
+    conditions = [_burn_condition(slo, w, burns[w.long_seconds], burns[w.short_seconds],
+                                  remaining, tte, no_data)
+                  for w in tracked.windows]
+    conditions.append(_no_data_condition(slo, no_data))
+    state = (SloState.NO_DATA if no_data
+             else SloState.BURNING if any(c.active for c in conditions) else SloState.OK)
+    return SloStatus(
+        slo.name, slo.service, slo.objective, str(slo.window), now, state,
+        1.0 - period.error_ratio, period.total, remaining, tte,
+        tuple(sorted(burns.values(), key=lambda b: b.seconds)), tuple(conditions))
+
+
+def _time_to_exhaustion(slo: Slo, remaining: float, burn: WindowBurn | None) -> float:
+    """Seconds until the budget is gone at the current (shortest long window's) burn rate."""
+    if burn is None or math.isnan(remaining) or math.isnan(burn.burn_rate):
+        return math.inf
+    if remaining <= 0:
+        return 0.0
+    if burn.burn_rate <= 0:
+        return math.inf
+    return remaining * slo.window.nominal_seconds / burn.burn_rate
+
+
+def _base_labels(slo: Slo) -> dict[str, str]:
+    return {**slo.labels, "slo": slo.name, "service": slo.service}
+
+
+def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: WindowBurn,
+                    remaining: float, tte: float, no_data: bool) -> AlertCondition:
+    active = (not no_data and long.events > 0 and long.events >= slo.alerting.min_events
+              and long.burn_rate > window.factor and short.burn_rate > window.factor)
+    labels = {**_base_labels(slo), "alertname": BURN_ALERT, "severity": window.severity.value,
+              "window": window.name}
+    what = "page" if window.severity is Severity.PAGE else "ticket"
+    annotations = {
+        "summary": (f"SLO {slo.name} ({slo.objective:.4%} over {slo.window}) is burning its "
+                    f"error budget {_num(long.burn_rate)}x too fast over {long.window} "
+                    f"({what} factor {window.factor:g}x)"),
+        "burn_rate": _num(long.burn_rate),
+        "burn_rate_short": _num(short.burn_rate),
+        "factor": f"{window.factor:g}",
+        "budget_remaining": _num(remaining),
+        "time_to_exhaustion": _seconds(tte),
+    }
+    if slo.alerting.runbook_url:
+        annotations["runbook_url"] = slo.alerting.runbook_url
+    if slo.alerting.dashboard_url:
+        annotations["dashboard_url"] = slo.alerting.dashboard_url
+    return AlertCondition(labels, annotations, active, window.for_seconds, long.burn_rate)
+
+
+def _no_data_condition(slo: Slo, no_data: bool) -> AlertCondition:
+    after = format_duration(slo.alerting.no_data_after_seconds)
+    labels = {**_base_labels(slo), "alertname": NO_DATA_ALERT,
+              "severity": Severity.TICKET.value, "window": after}
+    annotations = {"summary": f"SLO {slo.name}: no target answered for {after}; the SLO "
+                              "cannot be judged (not met, not violated)"}
+    if slo.alerting.runbook_url:
+        annotations["runbook_url"] = slo.alerting.runbook_url
+    return AlertCondition(labels, annotations, no_data, 0.0, 1.0 if no_data else 0.0)
+
+
+def _error_status(tracked: _Tracked, now: float, error: str) -> SloStatus:
+    slo = tracked.slo
+    return SloStatus(slo.name, slo.service, slo.objective, str(slo.window), now,
+                     SloState.ERROR, math.nan, 0.0, math.nan, math.inf, (), (), error)
+
+
+def _num(value: float) -> str:
+    return "NaN" if math.isnan(value) else f"{value:.4g}"
+
+
+def _seconds(value: float) -> str:
+    if math.isinf(value):
+        return "never at this rate"
+    return format_duration(max(round(value), 1))

@@ -1,0 +1,116 @@
+"""Cumulative event counts of one SLI, kept so that any window's sum costs O(1).
+
+The evaluator must not pay per tick for the length of its windows (a 30-day SLO ticks as
+fast as a 1-day one). Each minute appends its (good, total, data) to running totals; the sum
+over the last k minutes is the running total now minus the running total k minutes ago, read
+from a ring. Minutes are kept for the longest alert window; beyond that (the budget period,
+up to a calendar month) only the running totals at hour boundaries are kept, so a period sum
+starts at the first hour boundary inside the period (at most one hour short of it).
+
+Minute ``m`` is the interval ((m - 1) * 60, m * 60] in Unix seconds, as in the store.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+_MINUTE = 60
+_HOUR = 3600
+_FIELDS = 3  # good, total, minutes with data
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Events over some window: good ones, all of them, and how many minutes had data."""
+
+    good: float = 0.0
+    total: float = 0.0
+    data_minutes: float = 0.0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.good + other.good, self.total + other.total,
+                      self.data_minutes + other.data_minutes)
+
+    @property
+    def bad(self) -> float:
+        return max(self.total - self.good, 0.0)
+
+    @property
+    def error_ratio(self) -> float:
+        """Bad over all events; NaN without events (no ratio, which is not 0)."""
+        return self.bad / self.total if self.total > 0 else math.nan
+
+
+class EventHistory:
+    """Running totals per minute for ``minutes`` minutes and per hour for ``hours`` hours."""
+
+    def __init__(self, minutes: int, hours: int) -> None:
+        self._minutes = np.zeros((minutes + 1, _FIELDS))
+        self._hours = np.zeros((hours + 1, _FIELDS))
+        self._running = np.zeros(_FIELDS)
+        self.last_minute: int | None = None  # the latest minute appended
+        self._first_minute: int | None = None
+
+    @property
+    def minute_capacity(self) -> int:
+        return len(self._minutes) - 1
+
+    def append(self, minute: int, good: float, total: float, has_data: bool) -> None:
+        """Add the counts of ``minute``; minutes skipped since the last one had no data."""
+        if self.last_minute is not None and minute <= self.last_minute:
+            raise ValueError(f"minute {minute} is not after the last one, {self.last_minute}")
+        if self.last_minute is None:
+            self._first_minute = minute
+            self._record(minute - 1)  # so that the first minute's own sum is readable
+        else:  # minutes skipped in between add nothing; only the ring's length matters
+            for skipped in range(max(self.last_minute + 1, minute - len(self._minutes)),
+                                 minute):
+                self._record(skipped)
+            for hour in range(max(self.last_minute // 60 + 1,
+                                  (minute - 1) // 60 + 1 - len(self._hours)),
+                              (minute - 1) // 60 + 1):
+                self._hours[hour % len(self._hours)] = self._running
+        self._running = self._running + (good, total, 1.0 if has_data else 0.0)
+        self._record(minute)
+        self.last_minute = minute
+
+    def _record(self, minute: int) -> None:
+        self._minutes[minute % len(self._minutes)] = self._running
+        if minute % 60 == 0:
+            self._hours[(minute // 60) % len(self._hours)] = self._running
+
+    def last(self, minutes: int) -> Counts:
+        """Sum over the ``minutes`` latest minutes (fewer if the history is shorter)."""
+        if self.last_minute is None or self._first_minute is None:
+            return Counts()
+        if minutes > self.minute_capacity:
+            raise ValueError(f"{minutes} minutes is longer than the {self.minute_capacity} "
+                             "kept per minute")
+        start = max(self.last_minute - minutes, self._first_minute - 1)
+        return self._diff(self._running, self._minutes[start % len(self._minutes)])
+
+    def since(self, start_seconds: float) -> Counts:
+        """Sum over minutes ending after ``start_seconds``: exact while that is inside the
+        minute ring, else from the first hour boundary at or after it."""
+        if self.last_minute is None or self._first_minute is None:
+            return Counts()
+        start_minute = math.ceil(start_seconds / _MINUTE)
+        if start_minute < self._first_minute:  # all there is
+            return self._diff(self._running, np.zeros(_FIELDS))
+        if start_minute >= self.last_minute:
+            return Counts()
+        if self.last_minute - start_minute <= self.minute_capacity:
+            return self._diff(self._running, self._minutes[start_minute % len(self._minutes)])
+        hour = math.ceil(start_minute / 60)
+        if (self.last_minute // 60) - hour > len(self._hours) - 1:
+            raise ValueError(f"{start_seconds} is before the {len(self._hours) - 1} hours kept")
+        return self._diff(self._running, self._hours[hour % len(self._hours)])
+
+    @staticmethod
+    def _diff(now: npt.NDArray[np.float64], then: npt.NDArray[np.float64]) -> Counts:
+        good, total, data = (now - then).tolist()
+        return Counts(good, total, data)

@@ -1,0 +1,173 @@
+"""Where the evaluator's SLI events come from: the store, read per step.
+
+An SLI reads as (good, total) per step plus whether any selected target answered in it
+(``has_data``): a step where targets were up and nothing happened is zero events; a step where
+none answered is no data, which the evaluator never counts as met. Throughput SLIs read
+(tokens, seconds with data): the evaluator judges each timeslice's rate.
+
+The PromQL equivalents of these reads are in ``monitor.slo.rules``; both follow the same
+definitions (``monitor.slo.spec``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from exporters import schema
+from monitor.slo.spec import (
+    PRE_ENGINE_ERRORS,
+    AvailabilitySli,
+    LatencySli,
+    RatioSli,
+    Slo,
+    ThroughputSli,
+)
+from monitor.store.db import Store
+from monitor.store.queries import Selector, counter_series, histogram_series
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step's SLI reading; ``end`` is the step's end (Unix seconds)."""
+
+    end: float
+    good: float
+    total: float
+    has_data: bool
+
+
+class SliSource(Protocol):
+    def read(self, slo: Slo, start: float, end: float, step: float) -> Sequence[Step]:
+        """Readings of steps (start + (k-1) step, start + k step] up to ``end``."""
+        ...
+
+
+class StoreSliSource:
+    """Reads SLIs from the store's counters and histograms (exact bucket counts)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
+        selector = Selector(slo.selector.target, slo.selector.labels)
+        sli = slo.sli
+        if isinstance(sli, LatencySli):
+            return self._latency(selector, sli, start, end, step)
+        if isinstance(sli, AvailabilitySli):
+            return self._availability(selector, sli, start, end, step)
+        if isinstance(sli, ThroughputSli):
+            return self._throughput(selector, sli, start, end, step)
+        return self._ratio(selector, sli, start, end, step)
+
+    def _counter(self, selector: Selector, metric: str, start: float, end: float,
+                 step: float, where: dict[str, str] | None = None
+                 ) -> list[tuple[float, float | None]]:
+        # The store keys counters by their exposed names (with _total), as scraped.
+        exposed = schema.get_spec(metric).exposed_name
+        return counter_series(self.store, selector, exposed, start, end, step, where)
+
+    def _latency(self, selector: Selector, sli: LatencySli, start: float, end: float,
+                 step: float) -> list[Step]:
+        # Up-ness comes with any counter read (it is per target, not per series).
+        answered = self._counter(selector, schema.REQUESTS, start, end, step)
+        deltas = histogram_series(self.store, selector, sli.histogram, start, end, step)
+        steps = []
+        for (t, up), (_, delta) in zip(answered, deltas, strict=True):
+            good = total = 0.0
+            if delta is not None:
+                good = delta.count_at_most(_bound(delta.bounds, sli))
+                total = float(sum(delta.counts))
+            steps.append(Step(t, good, total, up is not None))
+        return steps
+
+    def _availability(self, selector: Selector, sli: AvailabilitySli, start: float,
+                      end: float, step: float) -> list[Step]:
+        requests = self._counter(selector, schema.REQUESTS, start, end, step)
+        totals = [v or 0.0 for _, v in requests]
+        bad = [0.0] * len(requests)
+        for error in sli.errors:
+            errors = self._counter(selector, schema.REQUEST_ERRORS, start, end, step,
+                                   {schema.ERROR_TYPE: error})
+            for k, (_, v) in enumerate(errors):
+                bad[k] += v or 0.0
+                if error in PRE_ENGINE_ERRORS:  # refused before the engine counted them
+                    totals[k] += v or 0.0
+        return [Step(t, max(total - b, 0.0), total, up is not None)
+                for (t, up), total, b in zip(requests, totals, bad, strict=True)]
+
+    def _throughput(self, selector: Selector, sli: ThroughputSli, start: float, end: float,
+                    step: float) -> list[Step]:
+        series = [self._counter(selector, name, start, end, step) for name in sli.counters]
+        steps = []
+        previous_end = start
+        for k, (t, up) in enumerate(series[0]):
+            tokens = sum(s[k][1] or 0.0 for s in series)
+            seconds = t - previous_end if up is not None else 0.0
+            steps.append(Step(t, tokens, seconds, up is not None))
+            previous_end = t
+        return steps
+
+    def _ratio(self, selector: Selector, sli: RatioSli, start: float, end: float,
+               step: float) -> list[Step]:
+        total = self._counter(selector, sli.total.metric, start, end, step, sli.total.labels)
+        part_query = sli.good if sli.good is not None else sli.bad
+        assert part_query is not None  # the model requires one of them
+        part = self._counter(selector, part_query.metric, start, end, step, part_query.labels)
+        steps = []
+        for (t, up), (_, p) in zip(total, part, strict=True):
+            events, counted = up or 0.0, p or 0.0
+            good = counted if sli.good is not None else max(events - counted, 0.0)
+            steps.append(Step(t, min(good, events), events, up is not None))
+        return steps
+
+
+def _bound(bounds: Sequence[float], sli: LatencySli) -> float:
+    """The stored bucket bound equal to the threshold. Engines with other buckets (vLLM's
+    TTFT has none at 0.2 s) cannot answer exactly, and an interpolated count is not one."""
+    for bound in bounds:
+        if abs(bound - sli.threshold_seconds) <= 1e-9 * sli.threshold_seconds:
+            return bound
+    nearest = sorted(bounds, key=lambda b: abs(b - sli.threshold_seconds))[:3]
+    raise ValueError(f"{sli.histogram} as stored has no bucket bound at "
+                     f"{sli.threshold_seconds:g}s (nearest: {sorted(nearest)}); choose a "
+                     "threshold the engine's buckets have")
+
+
+class MinuteArraySource:
+    """SLIs given as arrays of per-minute (good, total, has_data) from ``start`` (Unix
+    seconds, a minute boundary): synthetic series for tests, benchmarks and replays. A step
+    holds the minutes that end inside it."""
+
+    def __init__(self, start: float, series: dict[str, tuple[Sequence[float], Sequence[float],
+                                                              Sequence[bool]]]) -> None:
+        import numpy as np
+
+        if start % 60:
+            raise ValueError(f"start {start} is not a minute boundary")
+        self.start = start
+        self._cumulative = {}
+        for name, (good, total, has_data) in series.items():
+            rows = np.zeros((len(total) + 1, 3))
+            rows[1:, 0] = np.cumsum(good)
+            rows[1:, 1] = np.cumsum(total)
+            rows[1:, 2] = np.cumsum(np.asarray(has_data, dtype=np.float64))
+            self._cumulative[name] = rows
+
+    def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
+        rows = self._cumulative[slo.name]
+        out, t = [], start
+        while t < end - 1e-9:
+            step_end = min(t + step, end)
+            lo, hi = (self._minutes_through(rows, x) for x in (t, step_end))
+            good, total, data = (rows[hi] - rows[lo]).tolist()
+            out.append(Step(step_end, good, total, data > 0))
+            t = step_end
+        return out
+
+    def _minutes_through(self, rows: object, t: float) -> int:
+        import numpy as np
+
+        assert isinstance(rows, np.ndarray)
+        return int(min(max((t - self.start) // 60, 0), len(rows) - 1))
