@@ -33,6 +33,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="start the reference server and show it under load")
     demo.add_arguments(p)
     p.set_defaults(run=demo.run)
+
+    from monitor.alerting import silence_cli
+    p = sub.add_parser("silence", help="maintenance windows: Alertmanager silences")
+    silence_cli.add_arguments(p)
+    p.set_defaults(run=silence_cli.run)
     return parser
 
 

@@ -1,8 +1,9 @@
-"""`inferwatch collect`: scrape the targets of inferwatch.yaml into the store until stopped.
+"""`inferwatch collect`: scrape the targets of inferwatch.yaml into the store until stopped,
+and evaluate its SLOs, alerting through Alertmanager.
 
-The collector and store of the monitor without the API (that is `inferwatch serve`, to come):
-edits of the config file are applied without a restart; Ctrl-C or SIGTERM stops it after
-writing what is queued.
+The collector, store and alerting of the monitor without the API (that is `inferwatch serve`,
+to come): edits of the targets are applied without a restart (SLO files are read at start);
+Ctrl-C or SIGTERM stops it after writing what is queued.
 """
 
 from __future__ import annotations
@@ -13,10 +14,19 @@ import logging
 import signal
 import sys
 
+from pathlib import Path
+
+from monitor.alerting.book import AlertBook
+from monitor.alerting.delivery import AlertDelivery
+from monitor.alerting.loop import AlertingLoop
 from monitor.collector import Collector, follow_config
-from monitor.config import ConfigError, ConfigWatcher
+from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
 from monitor.recorder import StoreRecorder
-from monitor.store import open_store
+from monitor.slo.evaluator import SloEvaluator
+from monitor.slo.loaders import SloFileError, load_slos
+from monitor.slo.source import StoreSliSource
+from monitor.slo.spec import Slo
+from monitor.store import Store, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -32,16 +42,22 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"inferwatch collect: {exc}", file=sys.stderr)
         return 2
+    try:
+        slos = load_config_slos(watcher.config, Path(args.config).parent)
+    except (SloFileError, OSError) as exc:
+        print(f"inferwatch collect: {exc}", file=sys.stderr)
+        return 2
     url = args.store or watcher.config.store.url
     store = open_store(url)
     store.migrate()
     recorder = StoreRecorder(store)
     recorder.register_targets(watcher.config)
     recorder.start()
-    print(f"collecting {len(watcher.config.targets)} targets from {args.config} into {url}",
-          flush=True)
+    print(f"collecting {len(watcher.config.targets)} targets from {args.config} into {url}; "
+          f"{len(slos)} SLOs", flush=True)
+    alerting = alerting_loop(watcher.config, store, slos) if slos else None
     try:
-        asyncio.run(_collect(watcher, recorder))
+        asyncio.run(_collect(watcher, recorder, alerting))
     except KeyboardInterrupt:
         pass
     finally:
@@ -51,12 +67,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _collect(watcher: ConfigWatcher, recorder: StoreRecorder) -> None:
+def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
+    """The SLOs of every file or directory the config lists (relative to its own folder)."""
+    slos: list[Slo] = []
+    for entry in config.slos:
+        path = Path(entry) if Path(entry).is_absolute() else base / entry
+        slos.extend(load_slos(path))
+    names = [s.name for s in slos]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
+    return slos
+
+
+def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:
+    settings = config.alerting
+    evaluator = SloEvaluator(slos, StoreSliSource(store),
+                             settle_seconds=settings.settle_seconds)
+    book = AlertBook(store, resend_seconds=settings.resend_seconds)
+    delivery = (AlertDelivery(settings.alertmanager_urls) if settings.alertmanager_urls
+                else None)
+    return AlertingLoop(evaluator, book, delivery,
+                        interval_seconds=settings.evaluation_interval_seconds,
+                        external_url=settings.external_url)
+
+
+async def _collect(watcher: ConfigWatcher, recorder: StoreRecorder,
+                   alerting: AlertingLoop | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     collector = Collector(watcher.config, recorder)
-    await asyncio.gather(collector.run(stop),
-                         follow_config(watcher, collector, stop,
-                                       on_change=recorder.register_targets))
+    tasks = [collector.run(stop),
+             follow_config(watcher, collector, stop, on_change=recorder.register_targets)]
+    if alerting is not None:
+        tasks.append(alerting.run(stop))
+    await asyncio.gather(*tasks)

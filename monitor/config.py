@@ -163,12 +163,36 @@ class StoreConfig(_Section):
         return url
 
 
+class AlertingConfig(_Section):
+    """Where alerts go and how the SLOs are evaluated."""
+
+    # Alertmanager v2 base URLs (an HA pair gets every alert); none: alerts are only logged.
+    alertmanager_urls: tuple[str, ...] = ()
+    evaluation_interval_seconds: float = Field(default=15.0, gt=0)
+    resend_seconds: float = Field(default=60.0, gt=0)
+    # A minute is evaluated as closed this long after it ends (its scrapes are stored by then).
+    settle_seconds: float = Field(default=30.0, ge=0)
+    # Base of each alert's generatorURL: where people find the monitor's API.
+    external_url: str = "http://127.0.0.1:8080"
+
+    @field_validator("alertmanager_urls")
+    @classmethod
+    def _urls(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} is not an http(s) URL of an Alertmanager")
+        return urls
+
+
 class MonitorConfig(_Section):
     defaults: DefaultsConfig = DefaultsConfig()  # frozen: safe to share
     max_concurrent_scrapes: int = Field(default=DEFAULT_MAX_CONCURRENT_SCRAPES, ge=1)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1)
     store: StoreConfig = StoreConfig()
     targets: tuple[TargetConfig, ...] = ()
+    # SLO spec files or directories (native, OpenSLO v1, Sloth), relative to this file.
+    slos: tuple[str, ...] = ()
+    alerting: AlertingConfig = AlertingConfig()
 
     @model_validator(mode="before")
     @classmethod

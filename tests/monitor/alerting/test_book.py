@@ -5,7 +5,6 @@ from __future__ import annotations
 from monitor.alerting.book import AlertBook, AlertState
 from monitor.slo.evaluator import AlertCondition
 from monitor.store import Store
-from tests.monitor.store.conftest import database, store  # noqa: F401  (fixtures)
 
 LABELS = {"alertname": "InferwatchSLOBurnRate", "slo": "chat", "severity": "page",
           "window": "1h/5m"}

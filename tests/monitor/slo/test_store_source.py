@@ -10,7 +10,6 @@ from monitor.snapshot import HistogramDelta, Snapshot, TargetState, series_key
 from monitor.store import Store
 from exporters import schema
 from tests.monitor.store.builders import down
-from tests.monitor.store.conftest import database, store  # noqa: F401  (fixtures)
 
 T0 = 1_800_000_000.0
 TTFT_BOUNDS = schema.get_spec(schema.TIME_TO_FIRST_TOKEN).buckets or ()

@@ -1,4 +1,4 @@
-"""The same store tests on SQLite (a temporary file) and on a real PostgreSQL.
+"""Store fixtures for every monitor test, on SQLite (a temporary file) and a real PostgreSQL.
 
 PostgreSQL runs when INFERWATCH_TEST_POSTGRES_URL names a server where the role may create
 databases (e.g. postgresql+psycopg://inferwatch:inferwatch@127.0.0.1/inferwatch); each test

@@ -1,0 +1,1 @@
+"""Alerting: the Alertmanager v2 client, reliable alert delivery and silences (maintenance)."""

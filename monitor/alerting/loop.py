@@ -1,0 +1,93 @@
+"""The evaluation loop: SLO evaluator -> alert book -> Alertmanager, every interval.
+
+The evaluator reads the store (blocking), so it ticks in a worker thread; the book and the
+delivery queue live on the event loop. Without Alertmanager URLs, alerts are logged (and
+still kept in the book and the store, for the API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from monitor.alerting.alertmanager import AmAlert
+from monitor.alerting.book import AlertBook, Outgoing
+from monitor.alerting.delivery import AlertDelivery
+from monitor.slo.evaluator import SloEvaluator, SloState, SloStatus
+
+logger = logging.getLogger(__name__)
+
+
+class AlertingLoop:
+    def __init__(self, evaluator: SloEvaluator, book: AlertBook,
+                 delivery: AlertDelivery | None, *, interval_seconds: float = 15.0,
+                 external_url: str = "http://127.0.0.1:8080") -> None:
+        self.evaluator = evaluator
+        self.book = book
+        self.delivery = delivery
+        self.interval_seconds = interval_seconds
+        self.external_url = external_url.rstrip("/")
+        self.statuses: list[SloStatus] = []
+        self.last_tick_seconds = 0.0  # how long the latest evaluation took
+
+    def evaluate(self, now: float) -> list[AmAlert]:
+        """One round, synchronously: returns what is to be sent."""
+        started = time.perf_counter()
+        self.statuses = self.evaluator.tick(now)
+        self.last_tick_seconds = time.perf_counter() - started
+        unreadable = {s.name for s in self.statuses if s.state is SloState.ERROR}
+
+        def frozen(labels: Mapping[str, str]) -> bool:  # keep alerts of unreadable SLOs as are
+            return labels.get("slo") in unreadable
+
+        conditions = [c for s in self.statuses for c in s.conditions]
+        self.book.update(now, conditions, frozen)
+        return [self._to_alertmanager(o) for o in self.book.due(now)]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        delivery_task = (asyncio.create_task(self.delivery.run())
+                         if self.delivery is not None else None)
+        try:
+            while not stop.is_set():
+                now = time.time()
+                try:
+                    alerts = await asyncio.to_thread(self.evaluate, now)
+                except Exception:
+                    logger.exception("SLO evaluation failed; retrying next interval")
+                    alerts = []
+                self._send(alerts)
+                delay = self.interval_seconds - (time.time() - now)
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=max(delay, 0.0))
+                except TimeoutError:
+                    pass
+        finally:
+            if self.delivery is not None:
+                lost = await self.delivery.aclose()
+                if lost:
+                    logger.warning("%d alerts were not delivered before shutdown; they are "
+                                   "kept in the store and resent at the next start", lost)
+            if delivery_task is not None:
+                await asyncio.gather(delivery_task, return_exceptions=True)
+
+    def _send(self, alerts: Sequence[AmAlert]) -> None:
+        for alert in alerts:
+            state = "resolved" if alert.is_resolved() else "firing"
+            logger.info("%s %s %s: %s", state, alert.labels.get("alertname"),
+                        ",".join(f"{k}={v}" for k, v in sorted(alert.labels.items())
+                                 if k != "alertname"),
+                        alert.annotations.get("summary", ""))
+        if self.delivery is not None and alerts:
+            self.delivery.submit(alerts)
+
+    def _to_alertmanager(self, out: Outgoing) -> AmAlert:
+        slo = out.labels.get("slo", "")
+        return AmAlert(
+            labels=out.labels, annotations=out.annotations,
+            starts_at=datetime.fromtimestamp(out.starts_at, UTC),
+            ends_at=datetime.fromtimestamp(out.ends_at, UTC),
+            generator_url=f"{self.external_url}/api/v1/slos/{quote(slo)}")
