@@ -38,6 +38,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("silence", help="maintenance windows: Alertmanager silences")
     silence_cli.add_arguments(p)
     p.set_defaults(run=silence_cli.run)
+
+    from monitor.slo import rules_cli
+    p = sub.add_parser("rules", help="Prometheus SLO rules and their promtool tests")
+    rules_cli.add_arguments(p)
+    p.set_defaults(run=rules_cli.run)
     return parser
 
 

@@ -1,0 +1,98 @@
+"""`inferwatch rules generate`: Prometheus rules and their promtool tests from the SLO specs.
+
+    inferwatch rules generate                  # alerts/slos -> alerts/inferwatch-slo.rules.yml
+                                               #   and alerts/tests/inferwatch-slo.test.yml
+    inferwatch rules generate --check          # CI: are the checked-in files current?
+    promtool check rules alerts/inferwatch-slo.rules.yml
+    promtool test rules alerts/tests/inferwatch-slo.test.yml
+
+The files are generated, checked in, and reviewed like code; `--check` exits 1 with a diff
+when they differ from what the specs generate. Exit status 2: specs or options unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from monitor.slo.durations import parse_duration
+from monitor.slo.spec import Slo
+
+RULES_FILE: Final = "inferwatch-slo.rules.yml"
+TEST_FILE: Final = "tests/inferwatch-slo.test.yml"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    actions = p.add_subparsers(dest="rules_action", required=True)
+    gen = actions.add_parser("generate", help="write the rule file and its promtool tests")
+    gen.add_argument("--slos", default="alerts/slos",
+                     help="an SLO spec file or a directory of them (native, OpenSLO, Sloth)")
+    gen.add_argument("--out", default="alerts",
+                     help=f"directory for {RULES_FILE} and {TEST_FILE}")
+    gen.add_argument("--interval", default="1m", help="rule group evaluation interval")
+    gen.add_argument("--target-label", default="job",
+                     help="the label an SLO's selector.target matches")
+    gen.add_argument("--check", action="store_true",
+                     help="write nothing; exit 1 with a diff if the files are not current")
+
+
+def generated_files(slos: Sequence[Slo], *, interval_seconds: float = 60.0,
+                    target_label: str = "job") -> dict[str, str]:
+    """The generated files by their path under the output directory."""
+    from monitor.slo.promtool_tests import generate_alert_tests
+    from monitor.slo.rules import generate_rules
+
+    rule_file = Path(RULES_FILE)
+    relative = Path(*[".."] * (len(Path(TEST_FILE).parts) - 1)) / rule_file
+    return {
+        RULES_FILE: generate_rules(slos, interval_seconds=interval_seconds,
+                                   target_label=target_label),
+        TEST_FILE: generate_alert_tests(slos, rule_file=relative.as_posix(),
+                                        interval_seconds=interval_seconds,
+                                        target_label=target_label),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from monitor.slo.loaders import SloFileError, load_slos
+
+    try:
+        interval = parse_duration(args.interval)
+        slos = load_slos(args.slos)
+        files = generated_files(slos, interval_seconds=interval, target_label=args.target_label)
+    except (SloFileError, OSError, ValueError) as exc:
+        print(f"inferwatch rules generate: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if args.check:
+        return _check(out, files)
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
+    print(f"{len(slos)} SLOs from {args.slos}")
+    return 0
+
+
+def _check(out: Path, files: dict[str, str]) -> int:
+    stale = 0
+    for name, text in files.items():
+        path = out / name
+        current = path.read_text() if path.exists() else ""
+        if current == text:
+            continue
+        stale += 1
+        sys.stdout.writelines(difflib.unified_diff(
+            current.splitlines(keepends=True), text.splitlines(keepends=True),
+            fromfile=str(path), tofile=f"{path} (generated)"))
+    if stale:
+        print(f"inferwatch rules generate --check: {stale} file(s) out of date; run "
+              "`inferwatch rules generate` and commit the result", file=sys.stderr)
+        return 1
+    print(f"{', '.join(str(out / n) for n in files)}: current")
+    return 0
