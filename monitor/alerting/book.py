@@ -19,8 +19,6 @@ page. Alerts of an SLO that could not be evaluated (``frozen``) keep their state
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -28,6 +26,7 @@ from enum import StrEnum
 
 from sqlalchemy import delete, select
 
+from monitor.alerting.alertmanager import fingerprint  # Alertmanager's own alert identity
 from monitor.slo.evaluator import AlertCondition
 from monitor.store.db import Store
 from monitor.store.ids import dialect_insert
@@ -71,10 +70,6 @@ class Outgoing:
     starts_at: float
     ends_at: float
     resolved: bool
-
-
-def fingerprint(labels: Mapping[str, str]) -> str:
-    return hashlib.sha256(json.dumps(sorted(labels.items())).encode()).hexdigest()[:32]
 
 
 class AlertBook:

@@ -75,9 +75,12 @@ class AlertingLoop:
                 await asyncio.gather(delivery_task, return_exceptions=True)
 
     def _send(self, alerts: Sequence[AmAlert]) -> None:
+        # The book logs each change; without an Alertmanager the log is the receiver, so every
+        # announcement (resends included) is logged at INFO, else at DEBUG.
+        level = logging.DEBUG if self.delivery is not None else logging.INFO
         for alert in alerts:
             state = "resolved" if alert.is_resolved() else "firing"
-            logger.info("%s %s %s: %s", state, alert.labels.get("alertname"),
+            logger.log(level, "%s %s %s: %s", state, alert.labels.get("alertname"),
                         ",".join(f"{k}={v}" for k, v in sorted(alert.labels.items())
                                  if k != "alertname"),
                         alert.annotations.get("summary", ""))

@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from exporters import schema
 from monitor.slo.spec import (
     PRE_ENGINE_ERRORS,
@@ -140,15 +143,14 @@ class MinuteArraySource:
     seconds, a minute boundary): synthetic series for tests, benchmarks and replays. A step
     holds the minutes that end inside it."""
 
-    def __init__(self, start: float, series: dict[str, tuple[Sequence[float], Sequence[float],
-                                                              Sequence[bool]]]) -> None:
-        import numpy as np
-
+    def __init__(self, start: float,
+                 series: dict[str, tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike]]) -> None:
         if start % 60:
             raise ValueError(f"start {start} is not a minute boundary")
         self.start = start
-        self._cumulative = {}
+        self._cumulative: dict[str, npt.NDArray[np.float64]] = {}
         for name, (good, total, has_data) in series.items():
+            total = np.asarray(total, dtype=np.float64)
             rows = np.zeros((len(total) + 1, 3))
             rows[1:, 0] = np.cumsum(good)
             rows[1:, 1] = np.cumsum(total)
@@ -166,8 +168,5 @@ class MinuteArraySource:
             t = step_end
         return out
 
-    def _minutes_through(self, rows: object, t: float) -> int:
-        import numpy as np
-
-        assert isinstance(rows, np.ndarray)
+    def _minutes_through(self, rows: npt.NDArray[np.float64], t: float) -> int:
         return int(min(max((t - self.start) // 60, 0), len(rows) - 1))

@@ -27,7 +27,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from exporters import schema
-from monitor.slo.durations import parse_duration
+from monitor.slo.durations import format_duration, parse_duration
 
 SLO_NAME_RE: Final = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$")
 _LABEL_NAME_RE: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -191,7 +191,6 @@ class TimeWindow(_Model):
         return 30 * 86400.0 if self.calendar == "month" else 7 * 86400.0
 
     def __str__(self) -> str:
-        from monitor.slo.durations import format_duration
         if self.duration_seconds is not None:
             return format_duration(self.duration_seconds)
         return f"calendar {self.calendar}"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -27,11 +26,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 from monitor.alerting.alertmanager import SyncAlertmanagerClient
 from tests.integration import unavailable
+from tests.processes import free_port, stop_process, wait_ready
 
 _NAMES = ("prometheus-alertmanager", "alertmanager")
 _DEBIAN_PATH = "/usr/bin/prometheus-alertmanager"
@@ -111,31 +110,14 @@ class RunningAlertmanager:
     def stop(self) -> None:
         """Terminate and reap the process (idempotent). SIGTERM lets it write its state."""
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        stop_process(process)
 
     def restart(self) -> None:
         self.stop()
         self.start()
 
     def _wait_ready(self, timeout: float) -> bool:
-        """True once /-/ready answers 200; False if the process exits first."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process is None or self.process.poll() is not None:
-                return False
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return True
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"alertmanager at {self.url} not ready after {timeout} s")
+        return wait_ready(self.url, self.process, timeout, "alertmanager")
 
 
 @contextmanager
@@ -160,14 +142,6 @@ def running_alertmanager(tmp_path: Path, config: str | None = None,
         yield am
     finally:
         am.stop()
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (at the time of asking)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # --- notifications -------------------------------------------------------------------------

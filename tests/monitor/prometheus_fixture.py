@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 
 from tests.integration import unavailable
+from tests.processes import free_port, stop_process, wait_ready
 import yaml
 
 JOB = "llm"
@@ -67,13 +67,7 @@ class RunningPrometheus:
 
     def stop(self) -> None:
         """Terminate and reap the process (idempotent)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 def scrape_config(targets: Sequence[str], interval: str, jobs: Sequence[str]) -> dict[str, Any]:
@@ -112,7 +106,7 @@ def running_prometheus(workdir: Path, targets: Sequence[str], scrape_interval: s
 
 def _start(binary: str, config: Path, workdir: Path) -> RunningPrometheus:
     workdir.mkdir(parents=True)
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     log_path = workdir / "prometheus.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -123,22 +117,4 @@ def _start(binary: str, config: Path, workdir: Path) -> RunningPrometheus:
 
 
 def _wait_ready(prometheus: RunningPrometheus, timeout: float = 30.0) -> bool:
-    """True once /-/ready answers 200; False if the process exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if prometheus.process.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"{prometheus.url}/-/ready", timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"prometheus at {prometheus.url} not ready after {timeout} s")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return wait_ready(prometheus.url, prometheus.process, timeout, "prometheus")

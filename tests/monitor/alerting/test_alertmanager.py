@@ -29,10 +29,10 @@ from monitor.alerting.alertmanager import (
     parse_matcher,
     parse_time,
 )
+from tests.processes import free_port
 from tests.monitor.alertmanager_fixture import (
     RunningAlertmanager,
     amtool_binary,
-    free_port,
     running_alertmanager,
     webhook_config,
     webhook_receiver,

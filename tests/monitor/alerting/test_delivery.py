@@ -17,9 +17,9 @@ import pytest
 
 from monitor.alerting.alertmanager import AlertmanagerClient, AmAlert
 from monitor.alerting.delivery import AlertDelivery
+from tests.processes import free_port
 from tests.monitor.alertmanager_fixture import (
     RunningAlertmanager,
-    free_port,
     running_alertmanager,
 )
 

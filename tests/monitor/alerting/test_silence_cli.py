@@ -12,7 +12,8 @@ import pytest
 from monitor import cli
 from monitor.alerting import silence_cli
 from monitor.alerting.alertmanager import AmAlert, ListedAlert, SyncAlertmanagerClient
-from tests.monitor.alertmanager_fixture import RunningAlertmanager, free_port, running_alertmanager
+from tests.monitor.alertmanager_fixture import RunningAlertmanager, running_alertmanager
+from tests.processes import free_port
 
 
 def silence(*argv: str) -> int:

@@ -1,0 +1,46 @@
+"""Child processes of the integration tests (Prometheus, Alertmanager): a free port, waiting
+for /-/ready, and stopping them cleanly."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import httpx
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (at the time of asking)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes] | None, timeout: float,
+               what: str) -> bool:
+    """True once ``url``/-/ready answers 200; False if the process exits first; raises
+    naming ``what`` if neither happens within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is None or process.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} at {url} not ready after {timeout} s")
+
+
+def stop_process(process: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """SIGTERM (so it can write its state), then SIGKILL after ``timeout``; reaped either way."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
