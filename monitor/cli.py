@@ -43,6 +43,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rules", help="Prometheus SLO rules and their promtool tests")
     rules_cli.add_arguments(p)
     p.set_defaults(run=rules_cli.run)
+
+    from monitor.anomaly import cli as anomaly_cli
+    p = sub.add_parser("anomaly", help="anomaly detectors over a timestamp,value CSV")
+    anomaly_cli.add_arguments(p)
+    p.set_defaults(run=anomaly_cli.run)
     return parser
 
 

@@ -1,5 +1,5 @@
 """`inferwatch collect`: scrape the targets of inferwatch.yaml into the store until stopped,
-and evaluate its SLOs, alerting through Alertmanager.
+and evaluate its SLOs and anomalies, alerting through Alertmanager.
 
 The collector, store and alerting of the monitor without the API (that is `inferwatch serve`,
 to come): edits of the targets are applied without a restart (SLO files are read at start);
@@ -19,6 +19,8 @@ from pathlib import Path
 from monitor.alerting.book import AlertBook
 from monitor.alerting.delivery import AlertDelivery
 from monitor.alerting.loop import AlertingLoop
+from monitor.anomaly.monitor import AnomalyMonitor
+from monitor.anomaly.params import AnomalyParams
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
 from monitor.recorder import StoreRecorder
@@ -55,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     recorder.start()
     print(f"collecting {len(watcher.config.targets)} targets from {args.config} into {url}; "
           f"{len(slos)} SLOs", flush=True)
-    alerting = alerting_loop(watcher.config, store, slos) if slos else None
+    alerting = (alerting_loop(watcher.config, store, slos)
+                if slos or watcher.config.anomaly.enabled else None)
     try:
         asyncio.run(_collect(watcher, recorder, alerting))
     except KeyboardInterrupt:
@@ -82,14 +85,18 @@ def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
 
 def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:
     settings = config.alerting
-    evaluator = SloEvaluator(slos, StoreSliSource(store),
-                             settle_seconds=settings.settle_seconds)
+    evaluator = (SloEvaluator(slos, StoreSliSource(store),
+                              settle_seconds=settings.settle_seconds) if slos else None)
+    anomalies = (AnomalyMonitor(store, AnomalyParams(step_seconds=config.anomaly.step_seconds),
+                                settle_seconds=settings.settle_seconds,
+                                history_seconds=config.anomaly.history_seconds)
+                 if config.anomaly.enabled else None)
     book = AlertBook(store, resend_seconds=settings.resend_seconds)
     delivery = (AlertDelivery(settings.alertmanager_urls) if settings.alertmanager_urls
                 else None)
     return AlertingLoop(evaluator, book, delivery,
                         interval_seconds=settings.evaluation_interval_seconds,
-                        external_url=settings.external_url)
+                        external_url=settings.external_url, anomalies=anomalies)
 
 
 async def _collect(watcher: ConfigWatcher, recorder: StoreRecorder,

@@ -184,6 +184,16 @@ class AlertingConfig(_Section):
         return urls
 
 
+class AnomalyConfig(_Section):
+    """Anomaly detection on every target (``monitor.anomaly``); its alerts go the SLO
+    alerts' way (warning: ticket, critical: page)."""
+
+    enabled: bool = True
+    step_seconds: float = Field(default=60.0, gt=0)    # one point per target per step
+    # Stored history replayed at start: three weeks (the seasonal baseline) and a day.
+    history_seconds: float = Field(default=22 * 86400.0, ge=0)
+
+
 class MonitorConfig(_Section):
     defaults: DefaultsConfig = DefaultsConfig()  # frozen: safe to share
     max_concurrent_scrapes: int = Field(default=DEFAULT_MAX_CONCURRENT_SCRAPES, ge=1)
@@ -193,6 +203,7 @@ class MonitorConfig(_Section):
     # SLO spec files or directories (native, OpenSLO v1, Sloth), relative to this file.
     slos: tuple[str, ...] = ()
     alerting: AlertingConfig = AlertingConfig()
+    anomaly: AnomalyConfig = AnomalyConfig()
 
     @model_validator(mode="before")
     @classmethod

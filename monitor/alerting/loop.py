@@ -1,4 +1,5 @@
-"""The evaluation loop: SLO evaluator -> alert book -> Alertmanager, every interval.
+"""The evaluation loop: SLO evaluator and anomaly monitor -> alert book -> Alertmanager,
+every interval.
 
 The evaluator reads the store (blocking), so it ticks in a worker thread; the book and the
 delivery queue live on the event loop. Without Alertmanager URLs, alerts are logged (and
@@ -17,16 +18,19 @@ from urllib.parse import quote
 from monitor.alerting.alertmanager import AmAlert
 from monitor.alerting.book import AlertBook, Outgoing
 from monitor.alerting.delivery import AlertDelivery
+from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
 from monitor.slo.evaluator import SloEvaluator, SloState, SloStatus
 
 logger = logging.getLogger(__name__)
 
 
 class AlertingLoop:
-    def __init__(self, evaluator: SloEvaluator, book: AlertBook,
+    def __init__(self, evaluator: SloEvaluator | None, book: AlertBook,
                  delivery: AlertDelivery | None, *, interval_seconds: float = 15.0,
-                 external_url: str = "http://127.0.0.1:8080") -> None:
+                 external_url: str = "http://127.0.0.1:8080",
+                 anomalies: AnomalyMonitor | None = None) -> None:
         self.evaluator = evaluator
+        self.anomalies = anomalies
         self.book = book
         self.delivery = delivery
         self.interval_seconds = interval_seconds
@@ -37,14 +41,23 @@ class AlertingLoop:
     def evaluate(self, now: float) -> list[AmAlert]:
         """One round, synchronously: returns what is to be sent."""
         started = time.perf_counter()
-        self.statuses = self.evaluator.tick(now)
-        self.last_tick_seconds = time.perf_counter() - started
+        self.statuses = self.evaluator.tick(now) if self.evaluator is not None else []
         unreadable = {s.name for s in self.statuses if s.state is SloState.ERROR}
+        conditions = [c for s in self.statuses for c in s.conditions]
+        anomalies_failed = False
+        if self.anomalies is not None:
+            try:
+                conditions += self.anomalies.tick(now)
+            except Exception:  # the SLO alerts go on; the anomaly alerts stay as they are
+                logger.exception("anomaly evaluation failed; its alerts are kept as they are")
+                anomalies_failed = True
+        self.last_tick_seconds = time.perf_counter() - started
 
-        def frozen(labels: Mapping[str, str]) -> bool:  # keep alerts of unreadable SLOs as are
+        def frozen(labels: Mapping[str, str]) -> bool:  # alerts of what could not be read
+            if labels.get("alertname") == ANOMALY_ALERT:
+                return anomalies_failed
             return labels.get("slo") in unreadable
 
-        conditions = [c for s in self.statuses for c in s.conditions]
         self.book.update(now, conditions, frozen)
         return [self._to_alertmanager(o) for o in self.book.due(now)]
 
@@ -88,9 +101,13 @@ class AlertingLoop:
             self.delivery.submit(alerts)
 
     def _to_alertmanager(self, out: Outgoing) -> AmAlert:
-        slo = out.labels.get("slo", "")
+        if out.labels.get("alertname") == ANOMALY_ALERT:
+            target = quote(out.labels.get("target", ""))
+            source = f"{self.external_url}/api/v1/targets/{target}"
+        else:
+            source = f"{self.external_url}/api/v1/slos/{quote(out.labels.get('slo', ''))}"
         return AmAlert(
             labels=out.labels, annotations=out.annotations,
             starts_at=datetime.fromtimestamp(out.starts_at, UTC),
             ends_at=datetime.fromtimestamp(out.ends_at, UTC),
-            generator_url=f"{self.external_url}/api/v1/slos/{quote(slo)}")
+            generator_url=source)

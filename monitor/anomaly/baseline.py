@@ -1,0 +1,121 @@
+"""What a series should read now: a seasonal prediction, or a trailing robust baseline while
+history is short.
+
+Streaming and causal: ``expect()`` uses only the points pushed so far, then ``push(x)`` adds
+the new one. The seasonal prediction is the median, over the same time 1, 2 and 3 weeks ago,
+of the median of a small window around that time; it is corrected for trend by the ratio of
+what the series did to what the prediction said over the last day (so a service that grew 20%
+since last week is not "anomalous" all week). Its spread is the MAD of those residuals. With
+less than a week of history the expectation is the median of the trailing points, its spread
+their MAD. Spreads have a floor relative to the level, so a flat series (GPU memory) does
+not turn every wiggle into an infinite z-score.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.anomaly.params import AnomalyParams
+
+WEEK_SECONDS = 7 * 86400.0
+_MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    expected: float
+    scale: float      # robust standard deviation around ``expected``
+    seasonal: bool    # from the weeks before (else the trailing baseline)
+
+
+class _Ring:
+    """The last ``capacity`` values of a stream, NaN where none (or missing)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.values: npt.NDArray[np.float64] = np.full(capacity, np.nan)
+        self.count = 0
+
+    def push(self, value: float) -> None:
+        self.values[self.count % len(self.values)] = value
+        self.count += 1
+
+    def back(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Values ``offsets`` points before the next one (1 = the latest); NaN before the
+        start."""
+        out = self.values[(self.count - offsets) % len(self.values)]
+        return np.where(offsets <= self.count, out, np.nan)
+
+    def last(self, n: int) -> npt.NDArray[np.float64]:
+        return self.back(np.arange(min(n, self.count), 0, -1, dtype=np.int64))
+
+
+class SeriesBaseline:
+    def __init__(self, params: AnomalyParams, absolute_floor: float | None = None) -> None:
+        self.params = params
+        self.absolute_floor = (params.absolute_scale_floor if absolute_floor is None
+                               else absolute_floor)
+        self.season = max(1, round(WEEK_SECONDS / params.step_seconds))
+        half = params.season_halfwidth_points
+        self._values = _Ring(self.season * params.season_lags + half + 1)
+        self._predictions = _Ring(params.trend_points)  # raw seasonal predictions, aligned
+        self._window = np.arange(-half, half + 1, dtype=np.int64)
+        self._next_prediction = math.nan
+
+    @property
+    def num_points(self) -> int:
+        return self._values.count
+
+    def expect(self) -> Expectation | None:
+        """The expectation for the next point; None until there are ``min_points``."""
+        p = self.params
+        self._next_prediction = self._seasonal()
+        if not math.isnan(self._next_prediction):
+            fit = self._seasonal_fit(self._next_prediction)
+            if fit is not None:
+                return fit
+        trailing = self._values.last(p.trailing_points)
+        trailing = trailing[~np.isnan(trailing)]
+        if len(trailing) < p.min_points:
+            return None
+        median = float(np.median(trailing))
+        mad = float(np.median(np.abs(trailing - median)))
+        return Expectation(median, self._floor(median, _MAD_TO_SIGMA * mad), False)
+
+    def push(self, value: float) -> None:
+        """Add the point that ``expect()`` was asked about (NaN for a gap)."""
+        self._values.push(value)
+        self._predictions.push(self._next_prediction)
+        self._next_prediction = math.nan
+
+    def _seasonal(self) -> float:
+        medians = []
+        for lag in range(1, self.params.season_lags + 1):
+            around = self._values.back(lag * self.season + self._window)
+            if np.count_nonzero(~np.isnan(around)) > len(around) // 2:
+                medians.append(float(np.nanmedian(around)))
+        return float(np.median(medians)) if medians else math.nan
+
+    def _seasonal_fit(self, prediction: float) -> Expectation | None:
+        """Trend-corrected prediction and the spread of its recent residuals; None until
+        enough predictions were made to judge them."""
+        n = min(self._predictions.count, self.params.trend_points)
+        actual = self._values.last(n)
+        predicted = self._predictions.last(n)
+        both = ~np.isnan(actual) & ~np.isnan(predicted)
+        if np.count_nonzero(both) < self.params.min_seasonal_points:
+            return None
+        actual, predicted = actual[both], predicted[both]
+        base = float(np.median(predicted))
+        trend = float(np.median(actual)) / base if base > 0 else 1.0
+        trend = min(max(trend, 0.5), 2.0) if math.isfinite(trend) else 1.0
+        residuals = actual - trend * predicted
+        mad = float(np.median(np.abs(residuals - np.median(residuals))))
+        expected = trend * prediction
+        return Expectation(expected, self._floor(expected, _MAD_TO_SIGMA * mad), True)
+
+    def _floor(self, level: float, scale: float) -> float:
+        return max(scale, self.params.relative_scale_floor * abs(level), self.absolute_floor)

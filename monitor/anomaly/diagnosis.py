@@ -1,0 +1,65 @@
+"""What a target's simultaneous anomalies most likely mean: one alert naming the limit.
+
+Rules over which detectors are active (and a few current values), first match wins; the
+evidence (each active detector's value, baseline and score) goes with the diagnosis into the
+alert's annotations.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from monitor.anomaly.detectors import Reading
+from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    limit: str        # a short key: kv_cache_pressure, batch_size_cap, ...
+    summary: str
+
+
+_KV_FULL = 0.9
+_BATCH_FULL = 0.95
+
+
+def diagnose(active: Mapping[str, Reading], current: Mapping[str, float]) -> Diagnosis:
+    """``active``: the readings of the detectors alerting now, by feature ("multivariate"
+    for the forest); ``current``: this step's values of every feature."""
+    def on(*names: str) -> bool:
+        return any(name in active for name in names)
+
+    def value(name: str) -> float:
+        return current.get(name, math.nan)
+
+    queueing = on("queue_depth", "ttft_p99_seconds")
+    if on("error_ratio"):
+        return Diagnosis("errors", "requests are failing more than usual (model errors, "
+                         "timeouts or OOM); see error ratio by type")
+    if on("kv_cache_usage_ratio", "preemptions_per_second") and (
+            on("preemptions_per_second") or value("kv_cache_usage_ratio") >= _KV_FULL):
+        return Diagnosis("kv_cache_pressure", "KV-cache pressure: the cache is nearly full "
+                         "and sequences are preempted (recomputed), so requests queue")
+    if on("gpu_memory_used_bytes") and not on(OFFERED_LOAD, THROUGHPUT, "queue_depth"):
+        return Diagnosis("memory_leak", "GPU memory grows without more load: a likely leak")
+    if queueing and value("batch_utilization") >= _BATCH_FULL:
+        return Diagnosis("batch_size_cap", "batches are full at the maximum number of "
+                         "sequences and requests queue: the batch-size cap limits throughput")
+    if on("itl_p99_seconds") or (on(THROUGHPUT) and not on(OFFERED_LOAD)):
+        return Diagnosis("slow_gpu", "every engine step takes longer (inter-token latency up, "
+                         "throughput down for the same load): a slow or throttled GPU or a "
+                         "slowed model")
+    if queueing:
+        return Diagnosis("token_budget", "requests queue while batches are not full and the "
+                         "KV cache has room: the per-step token budget (chunked prefill) "
+                         "limits admission")
+    if on(OFFERED_LOAD):
+        return Diagnosis("under_load", "the load offered fell below its baseline: clients "
+                         "or routing upstream, the engine itself looks healthy")
+    if on("multivariate"):
+        return Diagnosis("unusual_combination", "the metrics are each within range but "
+                         "their combination is unusual for this target")
+    names = ", ".join(sorted(active))
+    return Diagnosis("unclassified", f"anomalous: {names}")

@@ -1,0 +1,147 @@
+"""The metrics the anomaly detectors watch on each target, one value per step, read from the
+store with the series queries (one query per metric for any number of steps, so a restart
+reloads weeks of history as cheaply as it reads the last minute).
+
+Offered load is estimated from what the engine saw: requests finished and rejected per second
+plus the growth of requests in flight (waiting + running) over the step, so a server that
+falls behind (queue growing) is still seen as offered the same load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from exporters import schema
+from monitor.anomaly.detectors import Direction
+from monitor.derive import Percentiles
+from monitor.snapshot import GaugeStats, HistogramDelta
+from monitor.store import Selector, Store
+from monitor.store.queries import counter_series, gauge_series, histogram_series
+
+THROUGHPUT: Final = "tokens_per_second"
+OFFERED_LOAD: Final = "offered_requests_per_second"
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    name: str
+    direction: Direction
+    absolute_floor: float    # the smallest spread that counts (a quiet series has MAD 0)
+    unit: str = ""
+
+
+# Scored one by one (robust scores); throughput has its own ratio detector.
+SCORED: Final[tuple[Feature, ...]] = (
+    Feature(OFFERED_LOAD, Direction.DOWN, 0.05, "req/s"),
+    Feature("ttft_p99_seconds", Direction.UP, 0.005, "s"),
+    Feature("itl_p99_seconds", Direction.UP, 0.001, "s"),
+    Feature("e2e_p99_seconds", Direction.UP, 0.05, "s"),
+    Feature("kv_cache_usage_ratio", Direction.UP, 0.02),
+    Feature("queue_depth", Direction.UP, 1.0, "requests"),
+    Feature("error_ratio", Direction.UP, 0.01),
+    Feature("gpu_memory_used_bytes", Direction.UP, 64 * 2**20, "bytes"),
+    Feature("preemptions_per_second", Direction.UP, 0.1, "1/s"),
+)
+# The multivariate detector's vector (batch utilization only there and in diagnosis).
+VECTOR: Final[tuple[str, ...]] = (
+    THROUGHPUT, OFFERED_LOAD, "ttft_p99_seconds", "itl_p99_seconds", "kv_cache_usage_ratio",
+    "queue_depth", "error_ratio", "preemptions_per_second", "batch_utilization",
+)
+ALL: Final[tuple[str, ...]] = (THROUGHPUT,) + tuple(f.name for f in SCORED) + (
+    "batch_utilization",)
+
+Row = dict[str, float]
+
+
+def read_features(store: Store, target: str, start: float, end: float, step: float
+                  ) -> list[tuple[float, Row]]:
+    """(step end, features) for the steps of (start, end]; a feature is NaN where the target
+    did not answer or does not export it."""
+    selector = Selector(target=target)
+
+    def counter(metric: str, where: dict[str, str] | None = None) -> list[float]:
+        name = schema.get_spec(metric).exposed_name
+        return [_num(v) for _, v in counter_series(store, selector, name, start, end, step,
+                                                   where)]
+
+    def gauge(metric: str) -> list[GaugeStats | None]:
+        return [v for _, v in gauge_series(store, selector, metric, start, end, step)]
+
+    def p99(metric: str) -> list[float]:
+        return [_p99(v) for _, v in histogram_series(store, selector, metric, start, end,
+                                                     step)]
+
+    ends = [t for t, _ in counter_series(store, selector, schema.get_spec(
+        schema.REQUESTS).exposed_name, start, end, step)]
+    prompt = counter(schema.PROMPT_TOKENS)
+    generated = counter(schema.GENERATION_TOKENS)
+    finished = counter(schema.REQUESTS)
+    errors = counter(schema.REQUEST_ERRORS)
+    rejected = counter(schema.REQUEST_ERRORS, {schema.ERROR_TYPE: "rejected"})
+    preemptions = counter(schema.PREEMPTIONS)
+    running, waiting = gauge(schema.REQUESTS_RUNNING), gauge(schema.REQUESTS_WAITING)
+    batch_max, kv = gauge(schema.BATCH_SIZE_MAX), gauge(schema.KV_CACHE_USAGE_RATIO)
+    memory = gauge(schema.GPU_MEMORY_USED_BYTES)
+    ttft, itl = p99(schema.TIME_TO_FIRST_TOKEN), p99(schema.INTER_TOKEN_LATENCY)
+    e2e = p99(schema.REQUEST_DURATION)
+    rows: list[tuple[float, Row]] = []
+    previous_in_flight = math.nan
+    for k, t in enumerate(ends):
+        seconds = t - ends[k - 1] if k else step
+        in_flight = _last(running[k]) + _last(waiting[k])
+        growth = in_flight - previous_in_flight if not math.isnan(previous_in_flight) else 0.0
+        previous_in_flight = in_flight
+        handled = finished[k] + _zero_if_nan(rejected[k], finished[k])
+        requests = finished[k] + _zero_if_nan(rejected[k], finished[k])
+        rows.append((t, {
+            THROUGHPUT: (prompt[k] + generated[k]) / seconds,
+            OFFERED_LOAD: max(handled + _zero_if_nan(growth, handled), 0.0) / seconds,
+            "ttft_p99_seconds": ttft[k],
+            "itl_p99_seconds": itl[k],
+            "e2e_p99_seconds": e2e[k],
+            "kv_cache_usage_ratio": _stat(kv[k], lambda g: g.maximum),
+            "queue_depth": _stat(waiting[k], lambda g: g.mean),
+            "error_ratio": (_zero_if_nan(errors[k], finished[k]) / requests
+                            if requests > 0 else math.nan),
+            "gpu_memory_used_bytes": _stat(memory[k], lambda g: g.mean),
+            "preemptions_per_second": _zero_if_nan(preemptions[k], finished[k]) / seconds,
+            "batch_utilization": _utilization(running[k], batch_max[k]),
+        }))
+    return rows
+
+
+def vector(row: Row, names: Sequence[str] = VECTOR) -> list[float]:
+    return [row.get(name, math.nan) for name in names]
+
+
+def _num(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def _zero_if_nan(value: float, reference: float) -> float:
+    """A counter the target does not export reads NaN; while the target answers (the
+    reference is a number), it counts as none happened."""
+    return 0.0 if math.isnan(value) and not math.isnan(reference) else value
+
+
+def _last(stats: GaugeStats | None) -> float:
+    return stats.last if stats is not None else math.nan
+
+
+def _stat(stats: GaugeStats | None, pick: Callable[[GaugeStats], float]) -> float:
+    return pick(stats) if stats is not None and stats.num_readings else math.nan
+
+
+def _p99(delta: HistogramDelta | None) -> float:
+    if delta is None or delta.count <= 0:
+        return math.nan
+    return Percentiles.of(delta).p99
+
+
+def _utilization(running: GaugeStats | None, limit: GaugeStats | None) -> float:
+    if running is None or limit is None or not limit.mean > 0:
+        return math.nan
+    return running.mean / limit.mean

@@ -1,0 +1,120 @@
+"""The anomaly evaluation of the monitor: every target's features from the store, step by step,
+through its detectors, into alert conditions for the alert book (the same Alertmanager path
+as SLO alerts: a warning is a ticket, a critical anomaly a page).
+
+Steps are aligned to multiples of ``step_seconds`` and read once closed (``settle_seconds``
+after their end, so late scrapes are in). On its first tick for a target the monitor replays
+the stored history (up to ``history_seconds``: three weeks and a day by default, enough for the
+seasonal baseline) through the detectors, so a restart resumes the same baselines and the
+same alert states rather than learning from scratch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Final
+
+from monitor.anomaly.detectors import Level, Reading
+from monitor.anomaly.features import SCORED, read_features
+from monitor.anomaly.params import AnomalyParams
+from monitor.anomaly.target import TargetDetector, TargetState
+from monitor.slo.evaluator import AlertCondition
+from monitor.store import Store
+from monitor.store.aggregates import read_connection
+from monitor.store.reads import all_targets
+
+logger = logging.getLogger(__name__)
+
+ANOMALY_ALERT: Final = "InferwatchAnomaly"
+SEVERITY: Final = {Level.WARNING: "ticket", Level.CRITICAL: "page"}
+_UNITS: Final = {f.name: f.unit for f in SCORED}
+
+
+class AnomalyMonitor:
+    def __init__(self, store: Store, params: AnomalyParams | None = None, *,
+                 settle_seconds: float = 30.0,
+                 history_seconds: float = 22 * 86400.0) -> None:
+        self.store = store
+        self.params = params or AnomalyParams()
+        self.settle_seconds = settle_seconds
+        self.history_seconds = history_seconds
+        self.detectors: dict[str, TargetDetector] = {}
+        self.states: dict[str, TargetState] = {}
+
+    def tick(self, now: float) -> list[AlertCondition]:
+        """Feed every closed step since the last tick; the conditions of every target."""
+        step = self.params.step_seconds
+        closed = math.floor((now - self.settle_seconds) / step) * step
+        with read_connection(self.store.engine) as conn:
+            targets = sorted(all_targets(conn).values())
+        for target in targets:
+            detector = self.detectors.get(target)
+            if detector is None:
+                detector = self.detectors[target] = TargetDetector(target, self.params)
+                start = math.floor((now - self.history_seconds) / step) * step
+                replay = True
+            else:
+                start, replay = detector.last_time, False
+            if closed <= start:
+                continue
+            rows = read_features(self.store, target, start, closed, step)
+            if replay:  # from the target's first data, not from the start of the range
+                first = next((k for k, (_, row) in enumerate(rows)
+                              if any(not math.isnan(v) for v in row.values())), len(rows))
+                rows = rows[first:]
+            for k, (t, row) in enumerate(rows):
+                warm_up = replay and k < len(rows) - 1
+                self.states[target] = detector.update(t, row, warm_up=warm_up)
+            detector.last_time = closed
+        return [c for state in self.states.values() for c in conditions(state)]
+
+
+def conditions(state: TargetState) -> list[AlertCondition]:
+    """A ticket while any anomaly holds on the target, a page while a critical one does."""
+    out = []
+    for level, severity in SEVERITY.items():
+        labels = {"alertname": ANOMALY_ALERT, "target": state.target, "severity": severity}
+        active = state.level is not None and (level is Level.WARNING
+                                              or state.level is Level.CRITICAL)
+        annotations = annotate(state, level) if active else {}
+        out.append(AlertCondition(labels, annotations, active, 0.0, state.score))
+    return out
+
+
+def annotate(state: TargetState, level: Level) -> dict[str, str]:
+    active = state.active
+    diagnosis = state.diagnosis
+    limit = diagnosis.limit if diagnosis else "unclassified"
+    evidence = "; ".join(_evidence(name, r) for name, r in sorted(
+        active.items(), key=lambda item: -item[1].score))
+    strongest = max(active.items(), key=lambda item: item[1].score)
+    name, reading = strongest
+    return {
+        "summary": f"{state.target}: {level} anomaly, likely {limit.replace('_', ' ')}",
+        "description": diagnosis.summary if diagnosis else "",
+        "limit": limit,
+        "evidence": evidence,
+        "metric": name,
+        "current": _fmt(reading.value, _UNITS.get(name, "")),
+        "baseline": _fmt(reading.expected, _UNITS.get(name, "")),
+        "score": f"{reading.score:.2f}",
+    }
+
+
+def _evidence(name: str, r: Reading) -> str:
+    unit = _UNITS.get(name, "")
+    detail = f"ratio {r.ratio:.2f}" if not math.isnan(r.ratio) else f"z {r.z:+.1f}"
+    return (f"{name} {_fmt(r.value, unit)} vs baseline {_fmt(r.expected, unit)} "
+            f"({detail}, score {r.score:.2f})")
+
+
+def _fmt(value: float, unit: str) -> str:
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.4g} {unit}".strip()
+
+
+def active_targets(states: Mapping[str, TargetState]) -> list[str]:
+    return sorted(t for t, s in states.items() if s.level is not None)

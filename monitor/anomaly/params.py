@@ -1,0 +1,49 @@
+"""The one parameter set of every detector.
+
+Durations are counted in steps (points of the series); at the default 60 s step "5 steps" is
+the 5 minutes of "tokens/s below 70% of its baseline for 5 minutes". The seasonal period is a
+week in seconds, turned into points by the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class AnomalyParams:
+    step_seconds: float = 60.0
+    # Baselines
+    trailing_points: int = 120          # trailing robust baseline (median/MAD) while history
+    min_points: int = 30                # is short; nothing is scored before this many points
+    season_lags: int = 3                # the same time 1, 2 and 3 weeks ago
+    season_halfwidth_points: int = 15   # median of +-15 points around each of those times
+    trend_points: int = 1440            # trend correction and residual spread: the last day
+    min_seasonal_points: int = 120      # seasonal predictions judged before they are used
+    relative_scale_floor: float = 0.05  # spread at least 5% of the level
+    absolute_scale_floor: float = 1e-9
+    # Robust scores: z = (value - expected) / spread, in the bad direction
+    z_alert: float = 6.0                # score 0.5; alert when held for ``for_points``
+    z_extreme: float = 18.0             # alert at once (a spike)
+    z_clear: float = 3.0                # the alert clears below this for ``clear_points``
+    for_points: int = 5
+    clear_points: int = 5
+    # Baseline ratio of throughput (tokens/s over its load-adjusted baseline)
+    ratio_warning: float = 0.7
+    ratio_critical: float = 0.5
+    ratio_clear_margin: float = 0.1     # clears above threshold + margin for ``clear_points``
+    # Multivariate (robust Mahalanobis distance over a target's metric vector)
+    multivariate_training_points: int = 1440
+    multivariate_min_points: int = 120
+    multivariate_refit_points: int = 60
+    multivariate_z_alert: float = 2.0   # distance over the training distances' q99.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.step_seconds <= 0:
+            raise ValueError(f"step_seconds must be positive, got {self.step_seconds}")
+        if not 0 < self.ratio_critical < self.ratio_warning < 1:
+            raise ValueError("need 0 < ratio_critical < ratio_warning < 1, got "
+                             f"{self.ratio_critical} and {self.ratio_warning}")
+        if self.z_clear >= self.z_alert or self.z_alert >= self.z_extreme:
+            raise ValueError("need z_clear < z_alert < z_extreme")

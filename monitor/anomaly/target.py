@@ -1,0 +1,74 @@
+"""All detectors of one target, fed one feature row per step, giving its anomaly state.
+
+Fresh state per series: every feature has its own baseline and hysteresis; nothing is
+shared between targets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from monitor.anomaly.detectors import Level, RatioDetector, Reading, RobustDetector
+from monitor.anomaly.diagnosis import Diagnosis, diagnose
+from monitor.anomaly.features import OFFERED_LOAD, SCORED, THROUGHPUT, VECTOR, Feature, vector
+from monitor.anomaly.multivariate import MultivariateDetector
+from monitor.anomaly.params import AnomalyParams
+
+MULTIVARIATE = "multivariate"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetState:
+    target: str
+    time: float
+    readings: dict[str, Reading]            # every detector's reading this step
+    level: Level | None                     # None: nothing anomalous
+    diagnosis: Diagnosis | None = None
+    started: bool = False                   # an anomaly starts on this step
+    values: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def active(self) -> dict[str, Reading]:
+        return {name: r for name, r in self.readings.items() if r.active}
+
+    @property
+    def score(self) -> float:
+        return max((r.score for r in self.readings.values()), default=0.0)
+
+
+class TargetDetector:
+    def __init__(self, target: str, params: AnomalyParams,
+                 features: tuple[Feature, ...] = SCORED) -> None:
+        self.target = target
+        self.params = params
+        self.throughput = RatioDetector(params)
+        self.scored = {f.name: RobustDetector(params, f.direction, f.absolute_floor)
+                       for f in features}
+        self.multivariate = MultivariateDetector(params, VECTOR)
+        self._was_active = False
+        self.last_time = -math.inf
+
+    def update(self, time: float, row: Mapping[str, float], warm_up: bool = False
+               ) -> TargetState:
+        """One step. ``warm_up``: replaying history, the forest only collects its training
+        data (it is fitted once, on the first live step, instead of every refit interval)."""
+        readings = {THROUGHPUT: self.throughput.update(row.get(THROUGHPUT, math.nan),
+                                                       row.get(OFFERED_LOAD, math.nan))}
+        for name, detector in self.scored.items():
+            readings[name] = detector.update(row.get(name, math.nan))
+        flagged = any(r.active for r in readings.values())
+        readings[MULTIVARIATE] = self.multivariate.update(vector(dict(row)), flagged,
+                                                          score=not warm_up)
+        self.last_time = time
+        active = {name: r for name, r in readings.items() if r.active}
+        if not active:
+            self._was_active = False
+            return TargetState(self.target, time, readings, None, values=dict(row))
+        level = (Level.CRITICAL if any(r.level is Level.CRITICAL for r in active.values())
+                 else Level.WARNING)
+        started = not self._was_active
+        self._was_active = True
+        return TargetState(self.target, time, readings, level, diagnose(active, row), started,
+                           dict(row))

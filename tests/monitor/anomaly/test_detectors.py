@@ -1,0 +1,195 @@
+"""The streaming detectors: hysteresis, robust scores, seasonal baseline, load-aware ratio,
+the multivariate forest, and no look-ahead."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from monitor.anomaly.baseline import SeriesBaseline
+from monitor.anomaly.detectors import (
+    Direction,
+    Hysteresis,
+    Level,
+    RatioDetector,
+    RobustDetector,
+    squash,
+)
+from monitor.anomaly.multivariate import MultivariateDetector
+from monitor.anomaly.params import AnomalyParams
+from monitor.anomaly.series import score_series
+
+PARAMS = AnomalyParams()
+DAY = 1440  # points at the default 60 s step
+
+
+def noisy(n: int, level: float = 100.0, noise: float = 0.03, seed: int = 0) -> np.ndarray:
+    return level * (1 + noise * np.random.default_rng(seed).standard_normal(n))
+
+
+def test_squash_is_half_at_the_threshold_and_bounded() -> None:
+    assert squash(6.0, 6.0) == pytest.approx(0.5)
+    assert squash(0.0, 6.0) == 0.0 and squash(-3.0, 6.0) == 0.0
+    assert 0.99 < squash(100.0, 6.0) < 1.0
+
+
+def test_hysteresis_needs_a_run_of_breaches_and_a_run_of_clears() -> None:
+    h = Hysteresis(for_points=3, clear_points=2)
+    starts = [h.update(breach=b, clear=not b) for b in (True, True, False, True, True, True)]
+    assert starts == [False, False, False, False, False, True]
+    assert h.active
+    # Neither breaching nor clear (between the two levels) keeps it active; one clear does too.
+    assert not h.update(breach=False, clear=False) and h.active
+    assert not h.update(breach=False, clear=True) and h.active
+    assert not h.update(breach=False, clear=True) and not h.active
+    assert h.update(breach=True, clear=False, extreme=True) and h.active  # a spike at once
+
+
+def test_level_shift_alerts_after_the_hold_and_clean_noise_never_does() -> None:
+    values = noisy(600)
+    values[400:460] *= 1.6
+    detector = RobustDetector(PARAMS, Direction.UP)
+    readings = [detector.update(float(v)) for v in values]
+    starts = [k for k, r in enumerate(readings) if r.started]
+    assert starts == [400 + PARAMS.for_points - 1]
+    assert not any(r.active for r in readings[:400])
+    assert all(r.score == 0.0 for r in readings[:PARAMS.min_points])  # nothing scored yet
+    assert not readings[-1].active  # cleared after the shift ended
+
+
+def test_direction_up_ignores_drops() -> None:
+    values = noisy(300)
+    values[200:260] *= 0.3
+    detector = RobustDetector(PARAMS, Direction.UP)
+    assert not any(detector.update(float(v)).active for v in values)
+
+
+def test_a_flat_series_has_a_spread_floor() -> None:
+    """GPU memory reads the same every minute (MAD 0): a 1% wiggle is not an anomaly."""
+    values = np.full(200, 40e9)
+    values[150] = 40.4e9
+    detector = RobustDetector(PARAMS, Direction.UP)
+    assert not any(detector.update(float(v)).active for v in values)
+
+
+def test_gaps_neither_breach_nor_clear() -> None:
+    values = noisy(200)
+    values[150:170] *= 2
+    values[160:165] = math.nan
+    detector = RobustDetector(PARAMS, Direction.UP)
+    readings = [detector.update(float(v)) for v in values]
+    assert all(r.active for r in readings[155:170])
+    assert math.isnan(readings[162].z)
+
+
+def weekly_series(weeks: int, seed: int = 0) -> np.ndarray:
+    """A daily cycle (night at 35% of day) and quiet weekends, 3% noise."""
+    minutes = np.arange(weeks * 7 * DAY)
+    daily = 0.65 + 0.35 * np.sin(2 * np.pi * (minutes % DAY) / DAY - np.pi / 2) ** 2
+    weekend = np.where((minutes // DAY) % 7 >= 5, 0.5, 1.0)
+    return 1000 * daily * weekend * (1 + 0.03 * np.random.default_rng(seed).standard_normal(
+        len(minutes)))
+
+
+def test_seasonal_baseline_learns_the_week() -> None:
+    values = weekly_series(3)
+    baseline = SeriesBaseline(PARAMS)
+    errors, seasonal = [], []
+    for k, v in enumerate(values):
+        e = baseline.expect()
+        baseline.push(float(v))
+        if k >= 2 * 7 * DAY and e is not None:
+            errors.append(abs(e.expected - v) / v)
+            seasonal.append(e.seasonal)
+    assert all(seasonal)
+    assert float(np.median(errors)) < 0.03  # predicts the third week within its noise
+
+
+def test_seasonal_baseline_corrects_for_trend() -> None:
+    values = weekly_series(2)
+    values[7 * DAY:] *= 1.3  # the service grew 30% since last week
+    baseline = SeriesBaseline(PARAMS)
+    ratios = []
+    for k, v in enumerate(values):
+        e = baseline.expect()
+        baseline.push(float(v))
+        if k >= 9 * 7 * DAY // 7 and e is not None and e.seasonal:
+            ratios.append(v / e.expected)
+    assert abs(float(np.median(ratios)) - 1.0) < 0.03
+
+
+def test_weekly_pattern_raises_no_alert_but_a_drop_in_it_does() -> None:
+    values = weekly_series(3)
+    clean = list(score_series(enumerate(values.tolist()), PARAMS, Direction.DOWN))
+    alerts_after_week_one = [p for p in clean[7 * DAY:] if p.started]
+    assert alerts_after_week_one == []
+    dropped = values.copy()
+    at = 2 * 7 * DAY + 5 * DAY + 600  # a Saturday morning: already quiet, and now half that
+    dropped[at:at + 30] *= 0.45
+    scored = list(score_series(enumerate(dropped.tolist()), PARAMS, Direction.DOWN))
+    starts = [k for k, p in enumerate(scored[7 * DAY:], start=7 * DAY) if p.started]
+    assert starts and at <= starts[0] <= at + PARAMS.for_points
+
+
+def test_ratio_detector_follows_offered_load() -> None:
+    """Throughput that falls with the load offered (a quiet night) is fine; throughput that
+    falls at the same load is a warning below 70%, critical below 50%."""
+    n = 400
+    load = np.full(n, 10.0)
+    load[200:300] = 4.0                        # the night: 40% of the load
+    tokens = noisy(n, 3000.0) * load / 10.0
+    detector = RatioDetector(PARAMS)
+    quiet = [detector.update(float(t), float(q)) for t, q in zip(tokens, load, strict=True)]
+    assert not any(r.active for r in quiet)
+
+    tokens = noisy(n, 3000.0)
+    tokens[200:240] *= 0.6
+    tokens[300:340] *= 0.4
+    detector = RatioDetector(PARAMS)
+    readings = [detector.update(float(t), 10.0) for t in tokens]
+    assert [k for k, r in enumerate(readings) if r.started] == [204, 304]
+    assert readings[220].level is Level.WARNING and readings[220].ratio == pytest.approx(
+        0.6, abs=0.08)
+    assert readings[320].level is Level.CRITICAL
+    assert readings[399].level is None
+
+
+def test_no_look_ahead() -> None:
+    """Scoring a prefix gives the same scores as scoring the whole series."""
+    values = noisy(500)
+    values[300:340] *= 1.8
+    full = list(score_series(enumerate(values.tolist()), PARAMS))
+    prefix = list(score_series(enumerate(values[:320].tolist()), PARAMS))
+    assert prefix == full[:320]
+
+
+def test_multivariate_catches_a_combination_normal_one_by_one() -> None:
+    """KV usage follows load; full KV at a low load is abnormal though both values are
+    common on their own."""
+    rng = np.random.default_rng(1)
+    n = 600
+    load = rng.uniform(1.0, 10.0, n)
+    kv = 0.08 * load + 0.02 * rng.standard_normal(n)
+    load[500:520], kv[500:520] = 1.5, 0.75    # both within their ranges, not together
+    detector = MultivariateDetector(PARAMS, ("load", "kv"))
+    readings = [detector.update([float(a), float(b)]) for a, b in zip(load, kv, strict=True)]
+    starts = [k for k, r in enumerate(readings) if r.started]
+    assert starts and 500 <= starts[0] <= 500 + PARAMS.for_points
+    assert not any(r.active for r in readings[:500])
+    for values in (load, kv):  # neither alone is an outlier
+        detector_1d = RobustDetector(PARAMS)
+        assert not any(detector_1d.update(float(v)).active for v in values[:520])
+
+
+def test_multivariate_rejects_a_wrong_vector() -> None:
+    with pytest.raises(ValueError, match="expected 2 values"):
+        MultivariateDetector(PARAMS, ("a", "b")).update([1.0])
+
+
+def test_bad_parameters_are_named() -> None:
+    with pytest.raises(ValueError, match="ratio_critical"):
+        AnomalyParams(ratio_warning=0.5, ratio_critical=0.7)
+    with pytest.raises(ValueError, match="step_seconds"):
+        AnomalyParams(step_seconds=0)
