@@ -54,8 +54,10 @@ class _Ring:
 
 
 class SeriesBaseline:
-    def __init__(self, params: AnomalyParams, absolute_floor: float | None = None) -> None:
+    def __init__(self, params: AnomalyParams, absolute_floor: float | None = None,
+                 trailing_points: int | None = None) -> None:
         self.params = params
+        self.trailing_points = trailing_points or params.trailing_points
         self.absolute_floor = (params.absolute_scale_floor if absolute_floor is None
                                else absolute_floor)
         self.season = max(1, round(WEEK_SECONDS / params.step_seconds))
@@ -77,13 +79,19 @@ class SeriesBaseline:
             fit = self._seasonal_fit(self._next_prediction)
             if fit is not None:
                 return fit
-        trailing = self._values.last(p.trailing_points)
+        trailing = self._values.last(self.trailing_points)
         trailing = trailing[~np.isnan(trailing)]
         if len(trailing) < p.min_points:
             return None
         median = float(np.median(trailing))
         mad = float(np.median(np.abs(trailing - median)))
         return Expectation(median, self._floor(median, _MAD_TO_SIGMA * mad), False)
+
+    def quantile(self, q: float, points: int) -> float:
+        """The ``q`` quantile of the last ``points`` values (NaN without any)."""
+        values = self._values.last(points)
+        values = values[~np.isnan(values)]
+        return float(np.quantile(values, q)) if len(values) else math.nan
 
     def push(self, value: float) -> None:
         """Add the point that ``expect()`` was asked about (NaN for a gap)."""

@@ -2,10 +2,9 @@
 
 - ``RobustDetector``: z-score of a value against its baseline (``SeriesBaseline``), in the
   direction that is bad for the metric (latency up, throughput down, or both).
-- ``RatioDetector``: throughput over its baseline, the baseline scaled down when the load
-  offered is below its own baseline (a quiet night is not an anomaly; more load than usual
-  does not raise the bar a saturated server could not meet). Warning below 70%, critical
-  below 50%, each held for ``for_points``.
+- ``RatioDetector``: throughput over its baseline, which follows the load offered (a quiet
+  night is not an anomaly; more load than a saturated server can serve does not raise the
+  bar). Warning below 70%, critical below 50%, each held for ``for_points``.
 - ``Hysteresis``: an alert starts after ``for_points`` breaching points in a row (or at once
   on an extreme one) and ends after ``clear_points`` points in a row under a lower level, so
   it does not flap. Gaps (NaN) neither breach nor clear.
@@ -20,7 +19,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from monitor.anomaly.baseline import Expectation, SeriesBaseline
+from monitor.anomaly.baseline import SeriesBaseline
 from monitor.anomaly.params import AnomalyParams
 
 
@@ -108,42 +107,50 @@ class RobustDetector:
 
 
 class RatioDetector:
-    """Throughput against its baseline, adjusted for the load offered."""
+    """Throughput against its baseline, adjusted for the load offered.
+
+    With the load: expected = baseline tokens per offered request x offered requests, capped
+    at the throughput the target reached recently (its ``capacity_quantile``), so a quiet
+    night lowers the bar and more load than a saturated server can serve does not raise it.
+    Without it: the throughput's own baseline."""
 
     def __init__(self, params: AnomalyParams) -> None:
         self.params = params
         self.baseline = SeriesBaseline(params)
-        self.load_baseline = SeriesBaseline(params)
+        self.efficiency = SeriesBaseline(params, trailing_points=params.efficiency_trailing_points)
         self.warning = Hysteresis(params.for_points, params.clear_points)
         self.critical = Hysteresis(params.for_points, params.clear_points)
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         p = self.params
-        expectation = self.baseline.expect()
-        load_expectation = self.load_baseline.expect()
+        own = self.baseline.expect()
+        has_load = math.isfinite(load) and load > 0
+        per_request = self.efficiency.expect()
+        capacity = self.baseline.quantile(p.capacity_quantile, p.efficiency_trailing_points)
         self.baseline.push(value)
-        self.load_baseline.push(load)
-        if expectation is None or math.isnan(value) or expectation.expected <= 0:
-            return Reading(value, expectation.expected if expectation else math.nan,
-                           math.nan, 0.0, self.warning.active, False, self._level())
-        expected = expectation.expected * _load_factor(load, load_expectation)
-        ratio = value / expected if expected > 0 else math.inf
-        z = (value - expected) / expectation.scale
+        self.efficiency.push(value / load if has_load else math.nan)
+        if has_load and per_request is not None and per_request.expected > 0:
+            expected = per_request.expected * load
+            if math.isfinite(capacity) and capacity > 0:
+                expected = min(expected, capacity)
+            scale = per_request.scale * load
+        elif own is not None and own.expected > 0:
+            expected, scale = own.expected, own.scale
+        else:
+            return Reading(value, math.nan, math.nan, 0.0, self.warning.active, False,
+                           self._level())
+        if math.isnan(value):
+            return Reading(value, expected, math.nan, 0.0, self.warning.active, False,
+                           self._level())
+        ratio = value / expected
         margin = p.ratio_clear_margin
         started = self.warning.update(ratio < p.ratio_warning, ratio >= p.ratio_warning + margin)
         self.critical.update(ratio < p.ratio_critical, ratio >= p.ratio_critical + margin)
         score = squash(1.0 - ratio, 1.0 - p.ratio_warning)
-        return Reading(value, expected, z, score, self.warning.active, started, self._level(),
-                       ratio)
+        return Reading(value, expected, (value - expected) / scale, score, self.warning.active,
+                       started, self._level(), ratio)
 
     def _level(self) -> Level | None:
         if self.critical.active:
             return Level.CRITICAL
         return Level.WARNING if self.warning.active else None
-
-
-def _load_factor(load: float, expectation: Expectation | None) -> float:
-    """How much of its usual load the series is offered now, capped at 1."""
-    if expectation is None or math.isnan(load) or expectation.expected <= 0:
-        return 1.0
-    return min(1.0, max(load, 0.0) / expectation.expected)

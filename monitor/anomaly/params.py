@@ -32,6 +32,11 @@ class AnomalyParams:
     ratio_warning: float = 0.7
     ratio_critical: float = 0.5
     ratio_clear_margin: float = 0.1     # clears above threshold + margin for ``clear_points``
+    # With the offered load known, the baseline is tokens per offered request, which does not
+    # follow the daily cycle, so it can look back further (and see slow drifts); the capacity
+    # cap is this quantile of the throughput over the same points.
+    efficiency_trailing_points: int = 720
+    capacity_quantile: float = 0.95
     # Multivariate (robust Mahalanobis distance over a target's metric vector)
     multivariate_training_points: int = 1440
     multivariate_min_points: int = 120

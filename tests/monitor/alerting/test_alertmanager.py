@@ -133,6 +133,8 @@ def test_example_config_passes_amtool() -> None:
     (["severity=ticket", "slo=chat-ttft"], "chat"),
     (["severity=warning"], "chat"),
     (["alertname=Other"], "chat"),
+    (["alertname=InferwatchAnomaly", "target=llm-0", "severity=page"], "pager"),
+    (["alertname=InferwatchAnomaly", "target=llm-0", "severity=ticket"], "chat"),
 ])
 def test_example_config_routes_by_severity(labels: list[str], receiver: str) -> None:
     result = subprocess.run([amtool_binary(), "config", "routes", "test",
@@ -276,3 +278,28 @@ def test_restart_keeps_the_notification_log(tmp_path: Path) -> None:
             assert len(client.list_alerts(["alertname=Restarted"])) == 1
         time.sleep(2.5)  # group_wait and a group_interval in which nothing may be sent
         assert len(hook.alerts("firing")) == 1, hook.notifications
+
+
+@pytest.mark.integration
+def test_example_inhibition_of_anomalies_is_per_target(tmp_path: Path) -> None:
+    """A critical anomaly (page) on a target silences that target's anomaly ticket, and
+    neither another target's ticket nor an SLO's."""
+    with webhook_receiver() as hook, running_alertmanager(
+            tmp_path, with_webhook_receivers(CONFIG.read_text(), hook.url)) as am, \
+            am.client() as client:
+        def anomaly(severity: str, target: str) -> AmAlert:
+            return AmAlert({"alertname": "InferwatchAnomaly", "severity": severity,
+                            "target": target})
+        page, ticket, other = (anomaly("page", "a"), anomaly("ticket", "a"),
+                               anomaly("ticket", "b"))
+        slo_ticket = AmAlert({"alertname": "InferwatchSLOBurnRate", "severity": "ticket",
+                              "slo": "ttft"})
+        client.post_alerts([page, ticket, other, slo_ticket])
+        listed = eventually(lambda: {a.fingerprint: a for a in client.list_alerts()},
+                            lambda seen: bool(seen.get(ticket.fingerprint)
+                                              and seen[ticket.fingerprint].inhibited_by
+                                              and len(seen) == 4))
+        assert listed[ticket.fingerprint].inhibited_by == (page.fingerprint,)
+        assert listed[page.fingerprint].receivers == ("pager",)
+        assert listed[other.fingerprint].state == "active"
+        assert listed[slo_ticket.fingerprint].state == "active"
