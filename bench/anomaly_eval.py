@@ -7,7 +7,8 @@ The corpus (bench/anomaly_synthetic.py) is one-minute series shaped like serving
 (tokens/s following a daily and weekly load cycle with unlabelled traffic surges, and p99
 latency), with level shifts, spikes, slow drifts and variance changes at known times. Each
 series is scored as a stream by ``monitor.anomaly.series.SeriesScorer``: the same detectors
-and the one parameter set the monitor uses, given the offered load where the series has one.
+and the one parameter set the monitor uses, given the offered load with the throughput series
+(latency does not scale with the load, so it is scored on its own).
 
 Detectors reported side by side, NAB-scored on the same windows (NAB: 10% of the series
 around the anomalies, sigmoid-weighted early detection, the first 15% probationary):
@@ -72,7 +73,8 @@ class Report:
 
 def score(series: LabelledSeries, params: AnomalyParams, use_load: bool = True) -> Scored:
     scorer = SeriesScorer(params, Direction.BOTH)
-    load = series.load if use_load and series.load is not None else None
+    load = (series.load if use_load and series.load is not None
+            and series.metric == "throughput" else None)
     scores = np.zeros(len(series.values))
     starts = np.zeros(len(series.values), dtype=bool)
     for k, (t, v) in enumerate(zip(series.timestamps, series.values, strict=True)):
@@ -105,9 +107,11 @@ def window_results(scored: Sequence[Scored]) -> tuple[list[KindResult], float, f
         if not s.series.anomalies:
             continue
         windows = nab_windows(s.series)
-        metrics = nab.window_metrics(
-            s.starts, windows, n=len(s.starts),
-            anomaly_starts=[a.start_index for a in s.series.anomalies])
+        # Delay from the first labelled start inside each (possibly merged) window.
+        firsts = [min((a.start_index for a in s.series.anomalies
+                       if w.start <= a.start_index <= w.end), default=w.anomaly)
+                  for w in windows]
+        metrics = nab.window_metrics(s.starts, windows, n=len(s.starts), anomaly_starts=firsts)
         per_kind.setdefault(s.series.anomalies[0].kind, []).append(metrics)
     results = [_kind_result(kind, per_kind.get(kind, [])) for kind in KINDS]
     every = [m for ms in per_kind.values() for m in ms]

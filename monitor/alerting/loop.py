@@ -2,7 +2,9 @@
 every interval.
 
 The evaluator reads the store (blocking), so it ticks in a worker thread; the book and the
-delivery queue live on the event loop. Without Alertmanager URLs, alerts are logged (and
+delivery queue live on the event loop. In ``run`` the anomaly monitor ticks in a thread of its
+own and each round takes its latest conditions: its replay of stored history at start (tens of
+seconds per target) never holds up the SLO pages. Without Alertmanager URLs, alerts are logged (and
 still kept in the book and the store, for the API).
 """
 
@@ -19,7 +21,7 @@ from monitor.alerting.alertmanager import AmAlert
 from monitor.alerting.book import AlertBook, Outgoing
 from monitor.alerting.delivery import AlertDelivery
 from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
-from monitor.slo.evaluator import SloEvaluator, SloState, SloStatus
+from monitor.slo.evaluator import AlertCondition, SloEvaluator, SloState, SloStatus
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ class AlertingLoop:
         self.external_url = external_url.rstrip("/")
         self.statuses: list[SloStatus] = []
         self.last_tick_seconds = 0.0  # how long the latest evaluation took
+        # Set by ``run``: the anomaly monitor's latest conditions (None: tick it inline) and
+        # whether its latest tick failed.
+        self._anomaly_conditions: list[AlertCondition] | None = None
+        self._anomalies_failed = False
 
     def evaluate(self, now: float) -> list[AmAlert]:
         """One round, synchronously: returns what is to be sent."""
@@ -45,12 +51,13 @@ class AlertingLoop:
         unreadable = {s.name for s in self.statuses if s.state is SloState.ERROR}
         conditions = [c for s in self.statuses for c in s.conditions]
         anomalies_failed = False
-        if self.anomalies is not None:
-            try:
-                conditions += self.anomalies.tick(now)
-            except Exception:  # the SLO alerts go on; the anomaly alerts stay as they are
-                logger.exception("anomaly evaluation failed; its alerts are kept as they are")
-                anomalies_failed = True
+        if self._anomaly_conditions is not None:
+            conditions += self._anomaly_conditions
+            anomalies_failed = self._anomalies_failed
+        elif self.anomalies is not None:
+            anomalies_failed = not self._tick_anomalies(now)
+            conditions += self._anomaly_conditions or []
+            self._anomaly_conditions = None
         self.last_tick_seconds = time.perf_counter() - started
 
         def frozen(labels: Mapping[str, str]) -> bool:  # alerts of what could not be read
@@ -61,9 +68,36 @@ class AlertingLoop:
         self.book.update(now, conditions, frozen)
         return [self._to_alertmanager(o) for o in self.book.due(now)]
 
+    def _tick_anomalies(self, now: float) -> bool:
+        """Tick the anomaly monitor into ``_anomaly_conditions``; False if it failed (its
+        alerts are then kept as they are while the SLO alerts go on)."""
+        assert self.anomalies is not None
+        try:
+            self._anomaly_conditions = self.anomalies.tick(now)
+            self._anomalies_failed = False
+        except Exception:
+            logger.exception("anomaly evaluation failed; its alerts are kept as they are")
+            self._anomaly_conditions = self._anomaly_conditions or []
+            self._anomalies_failed = True
+        return not self._anomalies_failed
+
+    async def _run_anomalies(self, stop: asyncio.Event) -> None:
+        assert self.anomalies is not None
+        self._anomaly_conditions = []
+        while not stop.is_set():
+            now = time.time()
+            await asyncio.to_thread(self._tick_anomalies, now)
+            delay = self.interval_seconds - (time.time() - now)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=max(delay, 0.0))
+            except TimeoutError:
+                pass
+
     async def run(self, stop: asyncio.Event) -> None:
         delivery_task = (asyncio.create_task(self.delivery.run())
                          if self.delivery is not None else None)
+        anomaly_task = (asyncio.create_task(self._run_anomalies(stop))
+                        if self.anomalies is not None else None)
         try:
             while not stop.is_set():
                 now = time.time()
@@ -86,6 +120,8 @@ class AlertingLoop:
                                    "kept in the store and resent at the next start", lost)
             if delivery_task is not None:
                 await asyncio.gather(delivery_task, return_exceptions=True)
+            if anomaly_task is not None:
+                await asyncio.gather(anomaly_task, return_exceptions=True)
 
     def _send(self, alerts: Sequence[AmAlert]) -> None:
         # The book logs each change; without an Alertmanager the log is the receiver, so every

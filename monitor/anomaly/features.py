@@ -59,8 +59,11 @@ Row = dict[str, float]
 def read_features(store: Store, target: str, start: float, end: float, step: float
                   ) -> list[tuple[float, Row]]:
     """(step end, features) for the steps of (start, end]; a feature is NaN where the target
-    did not answer or does not export it."""
+    did not answer or does not export it. One step before ``start`` is read too (the growth
+    of requests in flight over the first step needs its end), so reading a range in pieces
+    gives the same rows as reading it at once."""
     selector = Selector(target=target)
+    start -= step
 
     def counter(metric: str, where: dict[str, str] | None = None) -> list[float]:
         name = schema.get_spec(metric).exposed_name
@@ -110,7 +113,7 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
             "preemptions_per_second": _zero_if_nan(preemptions[k], finished[k]) / seconds,
             "batch_utilization": _utilization(running[k], batch_max[k]),
         }))
-    return rows
+    return rows[1:]
 
 
 def vector(row: Row, names: Sequence[str] = VECTOR) -> list[float]:

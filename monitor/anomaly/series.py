@@ -5,6 +5,10 @@ The series gets the robust detector (seasonal or trailing baseline, both directi
 told) and the baseline-ratio detector (a drop below 70% of the baseline), with the same
 parameters as the monitor's. Its score is the larger of the two; an alert is active while
 either is, and ``started`` marks the point where it starts.
+
+Given the load offered with each point (for a throughput: requests/s), both judge the value
+per unit of load, so a traffic surge or a quiet night is not an anomaly; give it only for
+series that scale with the load.
 """
 
 from __future__ import annotations
@@ -34,13 +38,15 @@ class SeriesScorer:
         self._active = False
 
     def update(self, timestamp: float, value: float, load: float = math.nan) -> ScoredPoint:
-        robust = self.robust.update(value)
+        per_load = math.isfinite(load) and load > 0
+        robust = self.robust.update(value / load if per_load else value)
+        expected = robust.expected * load if per_load else robust.expected
         ratio = self.ratio.update(value, load) if self.ratio is not None else None
         active = robust.active or (ratio is not None and ratio.active)
         started = active and not self._active
         self._active = active
         score = max(robust.score, ratio.score if ratio is not None else 0.0)
-        return ScoredPoint(timestamp, value, robust.expected, score, active, started)
+        return ScoredPoint(timestamp, value, expected, score, active, started)
 
 
 def score_series(points: Iterable[tuple[float, float]], params: AnomalyParams,
