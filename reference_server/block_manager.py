@@ -47,7 +47,9 @@ class BlockManager:
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self._free)
+        """Blocks holding KV, and those the squeeze fault withholds: a squeezed cache reads as
+        a fuller one, as a smaller cache would."""
+        return self.num_blocks - self.num_free_blocks
 
     @property
     def usage(self) -> float:

@@ -2,7 +2,10 @@
 
 Rules over which detectors are active (and a few current values), first match wins; the
 evidence (each active detector's value, baseline and score) goes with the diagnosis into the
-alert's annotations.
+alert's annotations. The target detector settles the diagnosis over an anomaly's first steps
+and keeps it while it lasts (the first signals are the likeliest cause: a slowed GPU builds a
+queue, and the queue later fills the KV cache), unless it was only "unclassified" or
+"unusual combination".
 """
 
 from __future__ import annotations
@@ -44,17 +47,19 @@ def diagnose(active: Mapping[str, Reading], current: Mapping[str, float]) -> Dia
                          "and sequences are preempted (recomputed), so requests queue")
     if on("gpu_memory_used_bytes") and not on(OFFERED_LOAD, THROUGHPUT, "queue_depth"):
         return Diagnosis("memory_leak", "GPU memory grows without more load: a likely leak")
+    if on("itl_p99_seconds"):
+        return _SLOW_GPU
     if queueing and value("batch_utilization") >= _BATCH_FULL:
         return Diagnosis("batch_size_cap", "batches are full at the maximum number of "
                          "sequences and requests queue: the batch-size cap limits throughput")
-    if on("itl_p99_seconds") or (on(THROUGHPUT) and not on(OFFERED_LOAD)):
-        return Diagnosis("slow_gpu", "every engine step takes longer (inter-token latency up, "
-                         "throughput down for the same load): a slow or throttled GPU or a "
-                         "slowed model")
+    if on(THROUGHPUT) and not on(OFFERED_LOAD):
+        return _SLOW_GPU
     if queueing:
         return Diagnosis("token_budget", "requests queue while batches are not full and the "
                          "KV cache has room: the per-step token budget (chunked prefill) "
                          "limits admission")
+    if on("e2e_p99_seconds"):
+        return _SLOW_GPU
     if on(OFFERED_LOAD):
         return Diagnosis("under_load", "the load offered fell below its baseline: clients "
                          "or routing upstream, the engine itself looks healthy")
@@ -63,3 +68,10 @@ def diagnose(active: Mapping[str, Reading], current: Mapping[str, float]) -> Dia
                          "their combination is unusual for this target")
     names = ", ".join(sorted(active))
     return Diagnosis("unclassified", f"anomalous: {names}")
+
+
+# Steps take longer: inter-token latency up, less throughput for the same load, or requests
+# taking longer without a queue in front of them.
+_SLOW_GPU = Diagnosis("slow_gpu", "engine steps take longer (inter-token latency up, or less "
+                      "throughput for the same load): a slow or throttled GPU or a slowed "
+                      "model")

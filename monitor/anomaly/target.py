@@ -48,6 +48,8 @@ class TargetDetector:
                        for f in features}
         self.multivariate = MultivariateDetector(params, VECTOR)
         self._was_active = False
+        self._diagnosis: Diagnosis | None = None  # of the current anomaly
+        self._steps_active = 0
         self.last_time = -math.inf
 
     def update(self, time: float, row: Mapping[str, float], warm_up: bool = False
@@ -64,11 +66,20 @@ class TargetDetector:
         self.last_time = time
         active = {name: r for name, r in readings.items() if r.active}
         if not active:
-            self._was_active = False
+            self._was_active, self._diagnosis, self._steps_active = False, None, 0
             return TargetState(self.target, time, readings, None, values=dict(row))
         level = (Level.CRITICAL if any(r.level is Level.CRITICAL for r in active.values())
                  else Level.WARNING)
         started = not self._was_active
         self._was_active = True
-        return TargetState(self.target, time, readings, level, diagnose(active, row), started,
+        self._steps_active += 1
+        # Settled over the anomaly's first steps (the signals of one cause arrive within a few
+        # steps of each other), then kept: later signals are more often its consequences.
+        settling = self._steps_active <= self.params.for_points
+        if settling or self._diagnosis is None or self._diagnosis.limit in _WEAK:
+            self._diagnosis = diagnose(active, row)
+        return TargetState(self.target, time, readings, level, self._diagnosis, started,
                            dict(row))
+
+
+_WEAK = frozenset({"unclassified", "unusual_combination"})

@@ -68,10 +68,12 @@ def test_freed_blocks_stay_cached_until_reused():
     assert bm.match_prefix([1, 2, 3, 4, 5]) == []
 
 
-def test_withheld_blocks_reduce_capacity_without_changing_usage():
+def test_withheld_blocks_reduce_capacity_and_read_as_used():
+    """The squeeze fault makes a smaller cache, which reads as a fuller one (vLLM's usage is
+    1 - free / total), so KV-pressure detection can see it."""
     bm = BlockManager(num_blocks=10, block_size=4)
     bm.num_withheld_blocks = 7
-    assert bm.num_free_blocks == 3 and bm.num_used_blocks == 0
+    assert bm.num_free_blocks == 3 and bm.num_used_blocks == 7 and bm.usage == 0.7
     assert bm.can_allocate(3) and not bm.can_allocate(4)
 
 
