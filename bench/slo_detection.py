@@ -32,7 +32,7 @@ import math
 import secrets
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,17 +42,15 @@ from monitor.alerting.alertmanager import AlertmanagerClient
 from monitor.alerting.book import AlertBook
 from monitor.alerting.delivery import AlertDelivery
 from monitor.alerting.loop import AlertingLoop
-from monitor.collector import Collector
-from monitor.config import parse_config
+from bench.stack import collecting, sqlite_store
 from monitor.demo import reference_server
 from monitor.loadgen import RequestSpec, run_load
-from monitor.recorder import StoreRecorder
 from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
 from monitor.slo.windows import BURN_ALERT, burn_windows
 from monitor.snapshot import HistogramDelta, Snapshot, TargetState
-from monitor.store import Selector, Store, open_store, window
+from monitor.store import Selector, Store, window
 from monitor.store.models import RAW_RESOLUTION, Interval
 from sqlalchemy import func, select
 
@@ -90,18 +88,10 @@ async def run(*, alertmanager_url: str, rate: float = 3.0, scrape_interval: floa
     token = secrets.token_hex(8)
     with reference_server(["--enable-fault-injection", "--admin-token", token,
                            "--num-threads", "1"], 180.0) as base_url, \
-            _store(workdir) as store:
-        async with _steady_load(base_url, rate):
-            config = parse_config(
-                f"targets: [{{name: {TARGET}, url: '{base_url}/metrics', "
-                f"scrape_interval_seconds: {scrape_interval}, "
-                f"scrape_timeout_seconds: {scrape_interval * 0.8}}}]\n", "e2e")
-            recorder = StoreRecorder(store, flush_seconds=0.5)
-            recorder.register_targets(config)
-            recorder.start()
-            stop = asyncio.Event()
-            collecting = asyncio.create_task(Collector(config, recorder).run(stop))
-            tasks = [collecting]
+            sqlite_store(workdir / "e2e.db") as store:
+        async with _steady_load(base_url, rate), \
+                collecting(store, TARGET, base_url, scrape_interval, "e2e") as stop:
+            tasks: list[asyncio.Task[None]] = []
             try:
                 await asyncio.sleep(clean_seconds)
                 measured_rate = _seed_history(store, time.time() - clean_seconds)
@@ -132,7 +122,6 @@ async def run(*, alertmanager_url: str, rate: float = 3.0, scrape_interval: floa
             finally:
                 stop.set()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                recorder.stop()
     return Result(clean_pages, detections, measured_rate)
 
 
@@ -187,16 +176,6 @@ def _seed_history(store: Store, clean_start: float) -> float:
 def _scaled(delta: HistogramDelta, scale: float) -> HistogramDelta:
     return HistogramDelta(delta.bounds, tuple(c * scale for c in delta.counts),
                           delta.sum * scale, delta.count * scale)
-
-
-@contextlib.contextmanager
-def _store(workdir: Path) -> Iterator[Store]:
-    store = open_store(f"sqlite:///{workdir / 'e2e.db'}")
-    store.migrate()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 @contextlib.asynccontextmanager
