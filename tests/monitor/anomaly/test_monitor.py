@@ -15,6 +15,7 @@ from monitor.anomaly.detectors import Level, Reading
 from monitor.anomaly.diagnosis import diagnose
 from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT, read_features
 from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
+from monitor.anomaly.params import AnomalyParams
 from monitor.snapshot import GaugeStats, Snapshot, TargetState, series_key
 from monitor.store import Store
 
@@ -150,3 +151,25 @@ def test_diagnosis_names_the_likely_limit() -> None:
     assert diagnose({OFFERED_LOAD: reading()}, {}).limit == "under_load"
     assert diagnose({"error_ratio": reading(), "queue_depth": reading()}, {}).limit == "errors"
     assert diagnose({"multivariate": reading()}, {}).limit == "unusual_combination"
+
+
+def test_the_diagnosis_settles_early_and_is_kept() -> None:
+    """A slowed GPU: ITL rises first; many steps later the queue and the KV cache fill (its
+    consequences). The alert keeps naming the slow GPU."""
+    from monitor.anomaly.target import TargetDetector
+
+    detector = TargetDetector("a", AnomalyParams())
+    limits = []
+    for k in range(160):
+        slow = k >= 100
+        consequences = k >= 120
+        row = {"tokens_per_second": 1000.0 + 10 * math.sin(k), OFFERED_LOAD: 10.0,
+               "itl_p99_seconds": (0.08 if slow else 0.02) * (1 + 0.02 * math.sin(k * 1.3)),
+               "queue_depth": 40.0 if consequences else 0.0,
+               "kv_cache_usage_ratio": 0.97 if consequences else 0.3 + 0.01 * math.sin(k),
+               "preemptions_per_second": 5.0 if consequences else 0.0}
+        state = detector.update(60.0 * k, row)
+        limits.append(state.diagnosis.limit if state.diagnosis else None)
+    assert limits[99] is None
+    assert limits[104] == "slow_gpu"
+    assert set(limits[125:]) == {"slow_gpu"}
