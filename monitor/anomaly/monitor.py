@@ -22,7 +22,10 @@ from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.target import TargetDetector, TargetState
 from monitor.slo.evaluator import AlertCondition
 from monitor.store import Store
+from sqlalchemy import Connection, func, select
+
 from monitor.store.aggregates import read_connection
+from monitor.store.models import RAW_RESOLUTION, Interval
 from monitor.store.reads import all_targets
 
 logger = logging.getLogger(__name__)
@@ -48,12 +51,18 @@ class AnomalyMonitor:
         step = self.params.step_seconds
         closed = math.floor((now - self.settle_seconds) / step) * step
         with read_connection(self.store.engine) as conn:
-            targets = sorted(all_targets(conn).values())
-        for target in targets:
+            targets = {name: target_id for target_id, name in all_targets(conn).items()}
+            firsts = {name: _first_data(conn, target_id) for name, target_id in targets.items()
+                      if name not in self.detectors}
+        for target in sorted(targets):
             detector = self.detectors.get(target)
             if detector is None:
+                first = firsts.get(target)
+                if first is None:
+                    continue  # nothing stored yet
                 detector = self.detectors[target] = TargetDetector(target, self.params)
-                start = math.floor((now - self.history_seconds) / step) * step
+                # From the target's first data (not weeks of empty steps), within the history.
+                start = math.floor(max(now - self.history_seconds, first - step) / step) * step
                 replay = True
             else:
                 start, replay = detector.last_time, False
@@ -69,6 +78,16 @@ class AnomalyMonitor:
                 self.states[target] = detector.update(t, row, warm_up=warm_up)
             detector.last_time = closed
         return [c for state in self.states.values() for c in conditions(state)]
+
+
+def _first_data(conn: Connection, target_id: int) -> float | None:
+    """When the target's earliest stored interval ends, at any resolution (one index seek
+    each); None when nothing is stored."""
+    ends = [conn.scalar(select(func.min(Interval.end_time)).where(
+        Interval.target_id == target_id, Interval.resolution == resolution))
+        for resolution in (RAW_RESOLUTION, 60, 3600)]
+    found = [float(end) for end in ends if end is not None]
+    return min(found) if found else None
 
 
 def conditions(state: TargetState) -> list[AlertCondition]:

@@ -2,6 +2,7 @@
 store, and a clean stop on SIGTERM."""
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +17,23 @@ from monitor.store import Selector, open_store, window
 from tests.reference_server.server_fixture import running_server
 
 NUM_REQUESTS, MAX_TOKENS = 5, 8
+
+
+def wait_for_first_scrape(db: Path, timeout: float = 30.0) -> None:
+    """Until the collector has stored its first scrape of the target (a busy machine may
+    take seconds to get there); then one interval more, so the next scrape has started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                try:
+                    if conn.execute("SELECT count(*) FROM intervals").fetchone()[0] > 0:
+                        time.sleep(1.2)
+                        return
+                except sqlite3.OperationalError:  # tables not created yet
+                    pass
+        time.sleep(0.2)
+    raise AssertionError(f"no scrape stored in {db} after {timeout} s")
 
 
 def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float = 60) -> None:
@@ -45,7 +63,7 @@ def test_collect_scrapes_a_live_server_into_the_store(tmp_path: Path) -> None:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             wait_for_line(proc, "collecting 1 targets")
-            time.sleep(2.5)              # the first scrape (no deltas) is behind us
+            wait_for_first_scrape(db)    # its readings are the base of the deltas
             start = time.time()
             for _ in range(NUM_REQUESTS):
                 httpx.post(f"{srv.url}/v1/completions", timeout=30, json={
