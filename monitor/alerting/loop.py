@@ -39,10 +39,11 @@ class AlertingLoop:
         self.external_url = external_url.rstrip("/")
         self.statuses: list[SloStatus] = []
         self.last_tick_seconds = 0.0  # how long the latest evaluation took
-        # Set by ``run``: the anomaly monitor's latest conditions (None: tick it inline) and
-        # whether its latest tick failed.
-        self._anomaly_conditions: list[AlertCondition] | None = None
+        # The anomaly monitor's latest conditions and whether its latest tick failed; ``run``
+        # ticks it in a task of its own (``_in_background``), ``evaluate`` alone inline.
+        self._anomaly_conditions: list[AlertCondition] = []
         self._anomalies_failed = False
+        self._in_background = False
 
     def evaluate(self, now: float) -> list[AmAlert]:
         """One round, synchronously: returns what is to be sent."""
@@ -50,14 +51,11 @@ class AlertingLoop:
         self.statuses = self.evaluator.tick(now) if self.evaluator is not None else []
         unreadable = {s.name for s in self.statuses if s.state is SloState.ERROR}
         conditions = [c for s in self.statuses for c in s.conditions]
-        anomalies_failed = False
-        if self._anomaly_conditions is not None:
+        if self.anomalies is not None and not self._in_background:
+            self._tick_anomalies(now)
+        anomalies_failed = self._anomalies_failed
+        if not anomalies_failed:  # else none: their alerts are frozen below
             conditions += self._anomaly_conditions
-            anomalies_failed = self._anomalies_failed
-        elif self.anomalies is not None:
-            anomalies_failed = not self._tick_anomalies(now)
-            conditions += self._anomaly_conditions or []
-            self._anomaly_conditions = None
         self.last_tick_seconds = time.perf_counter() - started
 
         def frozen(labels: Mapping[str, str]) -> bool:  # alerts of what could not be read
@@ -68,22 +66,19 @@ class AlertingLoop:
         self.book.update(now, conditions, frozen)
         return [self._to_alertmanager(o) for o in self.book.due(now)]
 
-    def _tick_anomalies(self, now: float) -> bool:
-        """Tick the anomaly monitor into ``_anomaly_conditions``; False if it failed (its
-        alerts are then kept as they are while the SLO alerts go on)."""
+    def _tick_anomalies(self, now: float) -> None:
+        """Tick the anomaly monitor into ``_anomaly_conditions``; on failure the previous
+        ones stay and its alerts are kept as they are while the SLO alerts go on."""
         assert self.anomalies is not None
         try:
             self._anomaly_conditions = self.anomalies.tick(now)
             self._anomalies_failed = False
         except Exception:
             logger.exception("anomaly evaluation failed; its alerts are kept as they are")
-            self._anomaly_conditions = self._anomaly_conditions or []
             self._anomalies_failed = True
-        return not self._anomalies_failed
 
     async def _run_anomalies(self, stop: asyncio.Event) -> None:
         assert self.anomalies is not None
-        self._anomaly_conditions = []
         while not stop.is_set():
             now = time.time()
             await asyncio.to_thread(self._tick_anomalies, now)
@@ -96,8 +91,10 @@ class AlertingLoop:
     async def run(self, stop: asyncio.Event) -> None:
         delivery_task = (asyncio.create_task(self.delivery.run())
                          if self.delivery is not None else None)
-        anomaly_task = (asyncio.create_task(self._run_anomalies(stop))
-                        if self.anomalies is not None else None)
+        anomaly_task = None
+        if self.anomalies is not None:
+            self._in_background = True
+            anomaly_task = asyncio.create_task(self._run_anomalies(stop))
         try:
             while not stop.is_set():
                 now = time.time()

@@ -50,8 +50,7 @@ VECTOR: Final[tuple[str, ...]] = (
     THROUGHPUT, OFFERED_LOAD, "ttft_p99_seconds", "itl_p99_seconds", "kv_cache_usage_ratio",
     "queue_depth", "error_ratio", "preemptions_per_second", "batch_utilization",
 )
-ALL: Final[tuple[str, ...]] = (THROUGHPUT,) + tuple(f.name for f in SCORED) + (
-    "batch_utilization",)
+
 
 Row = dict[str, float]
 
@@ -65,10 +64,13 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
     selector = Selector(target=target)
     start -= step
 
-    def counter(metric: str, where: dict[str, str] | None = None) -> list[float]:
+    def counter_points(metric: str, where: dict[str, str] | None = None
+                       ) -> list[tuple[float, float | None]]:
         name = schema.get_spec(metric).exposed_name
-        return [_num(v) for _, v in counter_series(store, selector, name, start, end, step,
-                                                   where)]
+        return counter_series(store, selector, name, start, end, step, where)
+
+    def counter(metric: str, where: dict[str, str] | None = None) -> list[float]:
+        return [_num(v) for _, v in counter_points(metric, where)]
 
     def gauge(metric: str) -> list[GaugeStats | None]:
         return [v for _, v in gauge_series(store, selector, metric, start, end, step)]
@@ -77,11 +79,11 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
         return [_p99(v) for _, v in histogram_series(store, selector, metric, start, end,
                                                      step)]
 
-    ends = [t for t, _ in counter_series(store, selector, schema.get_spec(
-        schema.REQUESTS).exposed_name, start, end, step)]
+    finished_points = counter_points(schema.REQUESTS)
+    ends = [t for t, _ in finished_points]
+    finished = [_num(v) for _, v in finished_points]
     prompt = counter(schema.PROMPT_TOKENS)
     generated = counter(schema.GENERATION_TOKENS)
-    finished = counter(schema.REQUESTS)
     errors = counter(schema.REQUEST_ERRORS)
     rejected = counter(schema.REQUEST_ERRORS, {schema.ERROR_TYPE: "rejected"})
     preemptions = counter(schema.PREEMPTIONS)
@@ -97,11 +99,10 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
         in_flight = _last(running[k]) + _last(waiting[k])
         growth = in_flight - previous_in_flight if not math.isnan(previous_in_flight) else 0.0
         previous_in_flight = in_flight
-        handled = finished[k] + _zero_if_nan(rejected[k], finished[k])
-        requests = finished[k] + _zero_if_nan(rejected[k], finished[k])
+        requests = finished[k] + _zero_if_nan(rejected[k], finished[k])  # finished + rejected
         rows.append((t, {
             THROUGHPUT: (prompt[k] + generated[k]) / seconds,
-            OFFERED_LOAD: max(handled + _zero_if_nan(growth, handled), 0.0) / seconds,
+            OFFERED_LOAD: max(requests + _zero_if_nan(growth, requests), 0.0) / seconds,
             "ttft_p99_seconds": ttft[k],
             "itl_p99_seconds": itl[k],
             "e2e_p99_seconds": e2e[k],

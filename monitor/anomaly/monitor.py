@@ -11,9 +11,7 @@ same alert states rather than learning from scratch.
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Mapping
 from typing import Final
 
 from monitor.anomaly.detectors import Level, Reading
@@ -27,8 +25,6 @@ from sqlalchemy import Connection, func, select
 from monitor.store.aggregates import read_connection
 from monitor.store.models import RAW_RESOLUTION, Interval
 from monitor.store.reads import all_targets
-
-logger = logging.getLogger(__name__)
 
 ANOMALY_ALERT: Final = "InferwatchAnomaly"
 SEVERITY: Final = {Level.WARNING: "ticket", Level.CRITICAL: "page"}
@@ -134,6 +130,3 @@ def _fmt(value: float, unit: str) -> str:
         return "n/a"
     return f"{value:.4g} {unit}".strip()
 
-
-def active_targets(states: Mapping[str, TargetState]) -> list[str]:
-    return sorted(t for t, s in states.items() if s.level is not None)

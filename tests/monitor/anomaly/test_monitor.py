@@ -4,7 +4,9 @@ alerts reach the alert book and Alertmanager's form through the alerting loop.""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 
 import pytest
 
@@ -44,7 +46,7 @@ def minute(target: str, end: float, *, requests: float, tokens: float, waiting: 
     return Snapshot(target, end - 60, end, TargetState.UP, counters=counters, gauges=gauges)
 
 
-def history(store: Store, minutes: int, drop_at: int | None = None) -> None:
+def history(store: Store, minutes: int, drop_at: int | None = None, t0: float = T0) -> None:
     """``minutes`` of target "a" at 600 requests/min; from ``drop_at`` the same requests give
     40% of the tokens (requests queue: waiting grows by 5 a minute)."""
     snapshots = []
@@ -52,7 +54,7 @@ def history(store: Store, minutes: int, drop_at: int | None = None) -> None:
         wiggle = 1 + 0.02 * math.sin(k * 1.7)
         dropped = drop_at is not None and k > drop_at
         queue = 5.0 * (k - drop_at) if dropped and drop_at is not None else 0.0
-        snapshots.append(minute("a", T0 + 60 * k, requests=600 * wiggle,
+        snapshots.append(minute("a", t0 + 60 * k, requests=600 * wiggle,
                                 tokens=60_000 * wiggle * (0.4 if dropped else 1.0),
                                 waiting=queue))
     store.write(snapshots)
@@ -117,6 +119,28 @@ def test_anomalies_go_through_the_alerting_loop(store: Store) -> None:
     assert all(a.generator_url == "http://monitor:8080/api/v1/targets/a" for a in sent)
     assert all(a.annotations["summary"].startswith("a: ") for a in sent)
     assert {a.state for a in book.alerts()} == {AlertState.FIRING}
+
+
+def test_run_ticks_the_anomaly_monitor_in_the_background(store: Store) -> None:
+    """Under ``run`` (what `inferwatch collect` does), anomalies tick in their own task and
+    the evaluation rounds pick up their conditions."""
+    now = time.time()
+    history(store, 120, drop_at=100, t0=math.floor(now / 60) * 60 - 120 * 60)
+    book = AlertBook(store)
+    loop = AlertingLoop(None, book, None, interval_seconds=0.1,
+                        anomalies=AnomalyMonitor(store, settle_seconds=0))
+
+    async def until_firing() -> None:
+        stop = asyncio.Event()
+        running = asyncio.create_task(loop.run(stop))
+        deadline = time.monotonic() + 60
+        while len(book.alerts()) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        stop.set()
+        await running
+    asyncio.run(until_firing())
+    assert {(a.labels["severity"], a.state) for a in book.alerts()} == {
+        ("ticket", AlertState.FIRING), ("page", AlertState.FIRING)}
 
 
 def test_a_failing_anomaly_evaluation_freezes_its_alerts(store: Store) -> None:
