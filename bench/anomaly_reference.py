@@ -83,7 +83,7 @@ from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.target import TargetDetector, TargetState
 from monitor.demo import reference_server
-from monitor.loadgen import RequestRecord, RequestSpec, run_load
+from monitor.loadgen import RequestRecord, RequestSpec, send_requests
 
 TARGET = "reference-0"
 MODEL = "tiny"
@@ -345,7 +345,7 @@ async def _run(schedule: Schedule, step: float, load: LoadShape, settle: float,
             end = t0 + schedule.total_steps * step
             load_start = _wall()
             specs = load.workload(load_start - t0, end - t0)
-            loading = asyncio.create_task(run_load(base_url, MODEL, specs,
+            loading = asyncio.create_task(send_requests(base_url, MODEL, specs,
                                               timeout_seconds=load.client_timeout_seconds))
             monitor = AnomalyMonitor(store, params, settle_seconds=settle,
                                      history_seconds=schedule.total_steps * step + 600.0)

@@ -44,7 +44,7 @@ from monitor.alerting.delivery import AlertDelivery
 from monitor.alerting.loop import AlertingLoop
 from bench.stack import collecting, sqlite_store
 from monitor.demo import reference_server
-from monitor.loadgen import RequestSpec, run_load
+from monitor.loadgen import RequestSpec, send_requests
 from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
@@ -190,7 +190,7 @@ async def _steady_load(base_url: str, rate: float) -> AsyncIterator[None]:
             gaps = rng.exponential(1.0 / rate, 200)
             specs = [RequestSpec(float(a), "the quick brown fox jumps", 8)
                      for a in np.cumsum(gaps) - gaps[0]]
-            await run_load(base_url, "tiny", specs, timeout_seconds=60.0)
+            await send_requests(base_url, "tiny", specs, timeout_seconds=60.0)
 
     task = asyncio.create_task(forever())
     try:

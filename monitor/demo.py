@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from monitor.loadgen import run_load, summarize, synthetic_workload
+from monitor.loadgen import LengthDist, WorkloadSpec, send_requests, summarize
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -34,12 +34,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def reference_server(extra_args: list[str], startup_timeout: float) -> Iterator[str]:
-    """Start `inferwatch reference-server --port 0` as a child; yield its base URL."""
+def reference_server(extra_args: list[str], startup_timeout: float,
+                     cpus: set[int] | None = None) -> Iterator[str]:
+    """Start `inferwatch reference-server --port 0` as a child (on ``cpus`` only, when given);
+    yield its base URL."""
     cmd = [sys.executable, "-m", "monitor.cli", "--log-level", "WARNING", "reference-server",
            "--port", "0", *extra_args]
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=pin)
     try:
         yield _wait_for_url(proc, startup_timeout)
     finally:
@@ -80,13 +83,16 @@ def _server_view(base_url: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    workload = synthetic_workload(args.num_requests, args.rate, seed=args.seed)
+    spec = WorkloadSpec(input_len=LengthDist("lognormal", 200, 0.6),
+                        output_len=LengthDist("lognormal", 64, 0.6),
+                        chars_per_token=1.0, seed=args.seed)   # the byte-level tokenizer
+    workload = spec.requests(args.num_requests, args.rate)
     print(f"starting the reference server (model {args.model}) ...", flush=True)
     try:
         with reference_server(["--model", args.model], args.startup_timeout) as url:
             print(f"server at {url}; sending {len(workload)} requests at {args.rate:g} req/s "
                   "(Poisson, lognormal lengths, streaming)", flush=True)
-            records = asyncio.run(run_load(url, args.model, workload))
+            records = asyncio.run(send_requests(url, args.model, workload))
             print(summarize(records).format())
             print("the server's own /metrics (normalized schema):")
             print(_server_view(url))

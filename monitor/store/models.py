@@ -196,3 +196,25 @@ class AlertRecord(Base):
     resolved_at: Mapped[float | None] = mapped_column(Double)
     last_sent_at: Mapped[float | None] = mapped_column(Double)
     value: Mapped[float | None] = mapped_column(Double)
+
+
+class BenchRun(Base):
+    """A load-generation run, sweep or canary comparison and its result (the summary JSON;
+    per-request records stay in the run's JSONL file, named in ``artifacts``)."""
+
+    __tablename__ = "bench_runs"
+    __table_args__ = (
+        CheckConstraint("kind IN ('run', 'sweep', 'canary')", name="kind"),
+        CheckConstraint("status IN ('running', 'done', 'failed')", name="status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[float] = mapped_column(Double, index=True)
+    finished_at: Mapped[float | None] = mapped_column(Double)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    artifacts: Mapped[dict[str, str]] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)

@@ -13,7 +13,7 @@ def test_demo_starts_the_server_sends_load_and_reports():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "requests: 8/8 ok" in out
-    for metric in ("ttft:", "tpot:", "itl:", "e2e:", "output tokens/s"):
+    for metric in ("ttft ms:", "tpot ms:", "itl ms:", "e2e ms:", "output tok/s"):
         assert metric in out
     assert 'gen_ai_server_requests_total{finish_reason="length",model="tiny"} 8.0' in out
 

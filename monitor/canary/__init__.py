@@ -1,0 +1,1 @@
+"""Canary comparison: load both endpoints alike, judge the canary against its baseline."""

@@ -1,0 +1,470 @@
+"""A Kayenta-style statistical canary judge: pure functions over samples, no I/O.
+
+Modelled on Netflix Kayenta's NetflixACAJudge: every metric is classified by a Mann-Whitney
+comparison of the canary's samples against the baseline's (MannWhitneyClassifier), with the
+Hodges-Lehmann shift and its distribution-free confidence interval as the effect, gated by an
+allowed change so that a statistically significant but harmless difference still passes; the
+per-metric verdicts are then scored per group and summed with group weights
+(WeightedSumScorer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+FloatArray = npt.NDArray[np.float64]
+Samples = Sequence[float] | npt.NDArray[Any]
+
+# Up to this many pairwise differences (32 MB of float64) the shift's order statistics are
+# taken from the materialised differences; above it they are found by bisection on the shift.
+EXACT_PAIRS_LIMIT = 4_000_000
+# The bisection stops when its bracket is this fraction of the data range.
+BISECT_RTOL = 1e-9
+
+
+class Direction(StrEnum):
+    """Which change of the metric is bad."""
+
+    INCREASE = "increase"
+    DECREASE = "decrease"
+    EITHER = "either"
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    HIGH = "high"
+    LOW = "low"
+    NODATA = "nodata"
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    MARGINAL = "marginal"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """How one metric is judged."""
+
+    name: str
+    direction: Direction = Direction.INCREASE
+    # Effect-size gates: the canary/baseline ratio tolerated upward and downward.
+    allowed_increase: float = 1.05
+    allowed_decrease: float = 0.95
+    # When set, the effect is the absolute shift (canary - baseline), allowed within +/- this:
+    # for rates whose baseline may be 0 (error rate), where a ratio means nothing.
+    allowed_absolute: float | None = None
+    # A non-pass verdict fails the whole run alone (and NODATA too).
+    critical: bool = False
+    # NODATA counts as a failure of the run.
+    must_have_data: bool = False
+    group: str = "default"
+    # Non-finite samples are dropped ("remove") or become 0.0 ("replace").
+    nan_strategy: Literal["remove", "replace"] = "remove"
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeConfig:
+    metrics: tuple[MetricSpec, ...]
+    # Percent per group; groups not listed share what is left of 100 equally.
+    group_weights: Mapping[str, float]
+    confidence: float = 0.95
+    pass_threshold: float = 95.0
+    marginal_threshold: float = 75.0
+    # What must exceed the allowed change: the interval's near bound ("interval": the canary
+    # is worse by more than allowed, with confidence) or, as Kayenta, the point estimate
+    # ("estimate": more sensitive, and more false fails when two hosts differ slightly).
+    gate: Literal["interval", "estimate"] = "interval"
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), not {self.confidence}")
+        names = [m.name for m in self.metrics]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate metric names: {', '.join(duplicates)}")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricResult:
+    """One metric's comparison. Sample counts are after NaN handling; ``shift`` is the
+    Hodges-Lehmann estimate of canary - baseline and [``ci_low``, ``ci_high``] its confidence
+    interval; ``effect`` is the ratio (median_baseline + shift) / median_baseline, or the
+    absolute shift when the metric has ``allowed_absolute``, and ``effect_ci`` the same of the
+    interval's bounds."""
+
+    name: str
+    group: str
+    verdict: Verdict
+    critical: bool
+    n_baseline: int
+    n_canary: int
+    n_nan_baseline: int
+    n_nan_canary: int
+    median_baseline: float
+    median_canary: float
+    mean_baseline: float
+    mean_canary: float
+    shift: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    effect: float
+    effect_ci: tuple[float, float]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: enums as their values, NaN as None."""
+        return {
+            "name": self.name,
+            "group": self.group,
+            "verdict": self.verdict.value,
+            "critical": self.critical,
+            "n_baseline": self.n_baseline,
+            "n_canary": self.n_canary,
+            "n_nan_baseline": self.n_nan_baseline,
+            "n_nan_canary": self.n_nan_canary,
+            "median_baseline": _json_float(self.median_baseline),
+            "median_canary": _json_float(self.median_canary),
+            "mean_baseline": _json_float(self.mean_baseline),
+            "mean_canary": _json_float(self.mean_canary),
+            "shift": _json_float(self.shift),
+            "ci_low": _json_float(self.ci_low),
+            "ci_high": _json_float(self.ci_high),
+            "p_value": _json_float(self.p_value),
+            "effect": _json_float(self.effect),
+            "effect_ci": [_json_float(v) for v in self.effect_ci],
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The run's verdict: per-metric results, per-group scores (percent of metrics with data
+    that passed), the weighted score and the outcome."""
+
+    results: tuple[MetricResult, ...]
+    group_scores: dict[str, float]
+    score: float
+    critical_failures: tuple[str, ...]
+    outcome: Outcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "score": self.score,
+            "critical_failures": list(self.critical_failures),
+            "group_scores": dict(self.group_scores),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def format(self) -> str:
+        """A plain-text report: the outcome, one line per metric, the group scores."""
+        header = f"canary {self.outcome.value.upper()}: score {self.score:.1f}"
+        if self.critical_failures:
+            header += f" (critical failure: {', '.join(self.critical_failures)})"
+        width = max((len(r.name) for r in self.results), default=0)
+        lines = [header]
+        for r in self.results:
+            effect = (f"effect {_num(r.effect)} [{_num(r.effect_ci[0])}, {_num(r.effect_ci[1])}]"
+                      if r.verdict is not Verdict.NODATA else "effect -")
+            p = f"p={_p(r.p_value)}" if not math.isnan(r.p_value) else "p=-"
+            lines.append(
+                f"  {r.name:<{width}}  {r.verdict.value.upper():<6}"
+                f"  n={r.n_canary}/{r.n_baseline}"
+                f"  median {_num(r.median_canary)} vs {_num(r.median_baseline)}"
+                f"  {effect}  {p}  {r.reason}")
+        groups = ", ".join(f"{g} {s:.1f}" for g, s in self.group_scores.items())
+        lines.append(f"group scores: {groups or 'none (no data)'}")
+        return "\n".join(lines)
+
+
+def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
+            confidence: float = 0.95,
+            gate: Literal["interval", "estimate"] = "interval") -> MetricResult:
+    """Classify ``canary`` against ``baseline`` for one metric.
+
+    1. Non-finite samples are removed or replaced by 0.0 (``spec.nan_strategy``). If either
+       side is then empty: NODATA.
+    2. If both sorted samples are identical, or every value on both sides is one and the same:
+       PASS (shift 0, effect 1.0, or 0.0 for an absolute effect).
+    3. Two-sided Mann-Whitney U test (the p-value), the Hodges-Lehmann shift of canary -
+       baseline and its distribution-free confidence interval at ``confidence``. The change
+       is significant when the interval excludes 0 (about p < 1 - confidence).
+    4. HIGH when the direction is increase or either, the interval's lower bound is > 0 and
+       the effect exceeds ``allowed_increase`` (absolute: shift > ``allowed_absolute``). LOW
+       symmetrically: direction decrease or either, upper bound < 0 and the effect below
+       ``allowed_decrease`` (absolute: shift < -``allowed_absolute``). With ``gate``
+       "interval" the effect judged is that of the interval's bound nearest to no change
+       (the lower bound of an increase), with "estimate" the point estimate (Kayenta). A
+       ratio effect is undefined when the baseline median is 0; a significant change then
+       exceeds any ratio. Otherwise PASS: no significant change, a change within the allowed
+       one, or a change in the harmless direction.
+    """
+    b, nan_b = _clean(baseline, spec.nan_strategy)
+    c, nan_c = _clean(canary, spec.nan_strategy)
+    b.sort()
+    c.sort()
+    median_b, median_c = _median(b), _median(c)
+    mean_b, mean_c = _mean(b), _mean(c)
+    absolute = spec.allowed_absolute is not None
+
+    def result(verdict: Verdict, shift: float, ci: tuple[float, float], p: float,
+               effect: float, effect_ci: tuple[float, float], reason: str) -> MetricResult:
+        return MetricResult(
+            name=spec.name, group=spec.group, verdict=verdict, critical=spec.critical,
+            n_baseline=int(b.size), n_canary=int(c.size),
+            n_nan_baseline=nan_b, n_nan_canary=nan_c,
+            median_baseline=median_b, median_canary=median_c,
+            mean_baseline=mean_b, mean_canary=mean_c,
+            shift=shift, ci_low=ci[0], ci_high=ci[1], p_value=p,
+            effect=effect, effect_ci=effect_ci, reason=reason)
+
+    nan = math.nan
+    if b.size == 0 or c.size == 0:
+        dropped = f", {nan_c}/{nan_b} non-finite removed" if nan_c or nan_b else ""
+        return result(Verdict.NODATA, nan, (nan, nan), nan, nan, (nan, nan),
+                      f"no data (n={c.size}/{b.size}{dropped}): nodata")
+
+    head = (f"canary median {_num(median_c)} vs baseline {_num(median_b)} "
+            f"(n={c.size}/{b.size})")
+    if np.array_equal(b, c) or b[0] == b[-1] == c[0] == c[-1]:
+        same = 0.0 if absolute else 1.0
+        what = ("all values are " + _num(float(b[0])) if b[0] == b[-1] == c[0] == c[-1]
+                else "identical samples")
+        return result(Verdict.PASS, 0.0, (0.0, 0.0), 1.0, same, (same, same),
+                      f"{head}: {what}: pass")
+
+    p_value = float(stats.mannwhitneyu(c, b, alternative="two-sided").pvalue)
+    shift, ci_low, ci_high = _hodges_lehmann_sorted(b, c, confidence)
+    effect = _effect(shift, median_b, spec.allowed_absolute)
+    effect_ci = (_effect(ci_low, median_b, spec.allowed_absolute),
+                 _effect(ci_high, median_b, spec.allowed_absolute))
+    verdict, why = _classify(spec, shift, ci_low, ci_high, effect, median_b, gate)
+    reason = (f"{head}: shift {_num(shift, sign=True)} [{_num(ci_low, sign=True)}, "
+              f"{_num(ci_high, sign=True)}] at {confidence * 100:g}%, {why}, "
+              f"p={_p(p_value)}: {verdict.value}")
+    return result(verdict, shift, (ci_low, ci_high), p_value, effect, effect_ci, reason)
+
+
+def hodges_lehmann(baseline: Samples, canary: Samples,
+                   confidence: float = 0.95) -> tuple[float, float, float]:
+    """The Hodges-Lehmann estimate of the shift canary - baseline (the median of all pairwise
+    differences) and its distribution-free confidence interval, as R's ``wilcox.test(canary,
+    baseline, conf.int=TRUE)`` with the normal approximation and ties ignored:
+    [d_(k), d_(nm-k+1)] with k = floor(nm/2 - z * sqrt(nm(n+m+1)/12)). Both samples must be
+    finite and non-empty."""
+    b = np.sort(np.asarray(baseline, dtype=np.float64).ravel())
+    c = np.sort(np.asarray(canary, dtype=np.float64).ravel())
+    if b.size == 0 or c.size == 0:
+        raise ValueError("both samples must be non-empty")
+    if not (np.isfinite(b).all() and np.isfinite(c).all()):
+        raise ValueError("samples must be finite")
+    return _hodges_lehmann_sorted(b, c, confidence)
+
+
+def judge(baseline: Mapping[str, Samples], canary: Mapping[str, Samples],
+          config: JudgeConfig) -> Judgement:
+    """Compare every configured metric (one missing from a mapping has no samples) and score
+    the run.
+
+    Group score: 100 * pass / (pass + high + low); a group whose metrics are all NODATA has
+    no score. Run score: the group scores weighted by ``config.group_weights`` (groups not
+    listed share the rest of 100 equally), over the groups with a score, so a group without
+    data neither helps nor hurts; 0 when there is a critical failure or no group has data.
+    Critical failures: a critical metric that is HIGH or LOW, or NODATA on a critical or
+    must-have-data metric. Outcome: FAIL on a critical failure or a score below the marginal
+    threshold, MARGINAL below the pass threshold, else PASS.
+    """
+    results = tuple(
+        compare(baseline.get(spec.name, ()), canary.get(spec.name, ()), spec,
+                config.confidence, config.gate)
+        for spec in config.metrics)
+    return _score(results, config)
+
+
+def _score(results: tuple[MetricResult, ...], config: JudgeConfig) -> Judgement:
+    specs = {spec.name: spec for spec in config.metrics}
+    counts: dict[str, list[int]] = {}  # group -> [pass, judged]
+    for r in results:
+        tally = counts.setdefault(r.group, [0, 0])
+        if r.verdict is not Verdict.NODATA:
+            tally[0] += r.verdict is Verdict.PASS
+            tally[1] += 1
+    group_scores = {g: 100.0 * passed / judged
+                    for g, (passed, judged) in counts.items() if judged}
+
+    unlisted = [g for g in counts if g not in config.group_weights]
+    share = (max(0.0, 100.0 - sum(config.group_weights.values())) / len(unlisted)
+             if unlisted else 0.0)
+    weights = {g: config.group_weights.get(g, share) for g in group_scores}
+    total = sum(weights.values())
+    if not group_scores:
+        score = 0.0
+    elif total > 0:
+        score = sum(group_scores[g] * w for g, w in weights.items()) / total
+    else:  # every group with data has weight 0: weigh them alike
+        score = sum(group_scores.values()) / len(group_scores)
+
+    critical = tuple(
+        r.name for r in results
+        if (r.critical and r.verdict in (Verdict.HIGH, Verdict.LOW))
+        or (r.verdict is Verdict.NODATA and (r.critical or specs[r.name].must_have_data)))
+    # Rounded as Kayenta does, so that float noise cannot move a score across a threshold.
+    score = 0.0 if critical else round(score, 2)
+    if critical or score < config.marginal_threshold:
+        outcome = Outcome.FAIL
+    elif score < config.pass_threshold:
+        outcome = Outcome.MARGINAL
+    else:
+        outcome = Outcome.PASS
+    return Judgement(results, group_scores, score, critical, outcome)
+
+
+def _classify(spec: MetricSpec, shift: float, ci_low: float, ci_high: float, effect: float,
+              median_baseline: float,
+              gate: Literal["interval", "estimate"] = "interval") -> tuple[Verdict, str]:
+    """The verdict of step 4 of ``compare`` and the clause that explains it."""
+    up, down = ci_low > 0, ci_high < 0
+    if not (up or down):
+        shown = _effect_clause(spec, effect)
+        return Verdict.PASS, f"{shown}, interval includes 0"
+    bad = (spec.direction in (Direction.INCREASE, Direction.EITHER) if up
+           else spec.direction in (Direction.DECREASE, Direction.EITHER))
+    by_bound = gate == "interval"
+    judged_shift = (ci_low if up else ci_high) if by_bound else shift
+    judged = _effect(judged_shift, median_baseline, spec.allowed_absolute)
+    if spec.allowed_absolute is not None:
+        limit = spec.allowed_absolute
+        exceeded = judged_shift > limit if up else judged_shift < -limit
+        word = f"{'>' if exceeded else 'within'} allowed {'+' if up else '-'}{_num(limit)}"
+        bound = f" (interval bound {_num(judged, sign=True)})" if by_bound else ""
+        shown = f"effect {_num(effect, sign=True)}{bound} {word}"
+    elif median_baseline == 0:
+        exceeded = True
+        shown = "effect undefined (baseline median 0)"
+    else:
+        limit = spec.allowed_increase if up else spec.allowed_decrease
+        exceeded = judged > limit if up else judged < limit
+        sign = (">" if up else "<") if exceeded else "within"
+        bound = f" (interval bound {_num(judged)})" if by_bound else ""
+        shown = f"effect {_num(effect)}{bound} {sign} allowed {_num(limit)}"
+    if not bad:
+        return Verdict.PASS, f"{shown}, {'an increase' if up else 'a decrease'} is harmless"
+    if not exceeded:
+        return Verdict.PASS, shown
+    return (Verdict.HIGH if up else Verdict.LOW), shown
+
+
+def _effect_clause(spec: MetricSpec, effect: float) -> str:
+    if math.isnan(effect):
+        return "effect undefined (baseline median 0)"
+    return f"effect {_num(effect, sign=spec.allowed_absolute is not None)}"
+
+
+def _hodges_lehmann_sorted(b: FloatArray, c: FloatArray,
+                           confidence: float) -> tuple[float, float, float]:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), not {confidence}")
+    n, m = int(b.size), int(c.size)
+    nm = n * m
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    k = math.floor(nm / 2 - z * math.sqrt(nm * (n + m + 1) / 12))
+    k = max(k, 1)  # too few pairs for this confidence: the widest interval there is
+    # 1-based ranks of the order statistics wanted: the interval's and the median's.
+    ranks = (k, nm - k + 1, (nm + 1) // 2, nm // 2 + 1)
+    if nm <= EXACT_PAIRS_LIMIT:
+        diffs = np.subtract.outer(c, b).ravel()
+        idx = sorted({r - 1 for r in ranks})
+        part = np.partition(diffs, idx)
+        lo, hi, mid_a, mid_b = (float(part[r - 1]) for r in ranks)
+    else:
+        span = float(max(b[-1], c[-1]) - min(b[0], c[0]))
+        lo, hi, mid_a, mid_b = (_kth_difference(b, c, r, BISECT_RTOL * span) for r in ranks)
+    return (mid_a + mid_b) / 2, lo, hi
+
+
+def _kth_difference(b: FloatArray, c: FloatArray, k: int, tol: float) -> float:
+    """The k-th smallest (1-based) of the differences c_j - b_i of sorted ``b`` and ``c``,
+    without materialising them: bisection on d over the count of pairs with c_j - b_i <= d,
+    which is O((n + m) log m) with the samples sorted."""
+
+    def count(d: float) -> int:
+        return int(np.searchsorted(c, b + d, side="right").sum())
+
+    lo, hi = float(c[0] - b[-1]), float(c[-1] - b[0])
+    if count(lo) >= k:
+        return lo
+    # Invariant: count(lo) < k <= count(hi), so the k-th difference lies in (lo, hi].
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:  # the bracket is down to adjacent floats
+            break
+        if count(mid) >= k:
+            hi = mid
+        else:
+            lo = mid
+    # Snap to the smallest actual difference above lo: it lies in (lo, hi], within the
+    # tolerance, and is the k-th one itself unless several differences crowd the bracket.
+    j = np.searchsorted(c, b + lo, side="right")
+    inside = j < c.size
+    if not inside.any():
+        return hi
+    return min(float(np.min(c[j[inside]] - b[inside])), hi)
+
+
+def _effect(shift: float, median_baseline: float, allowed_absolute: float | None) -> float:
+    if allowed_absolute is not None:
+        return shift
+    if median_baseline == 0:
+        return math.nan
+    return (median_baseline + shift) / median_baseline
+
+
+def _clean(values: Samples, strategy: str) -> tuple[FloatArray, int]:
+    """The samples as a float array after the NaN strategy, and how many were non-finite."""
+    arr = np.array(values, dtype=np.float64).ravel()  # a copy: sorted in place later
+    bad = ~np.isfinite(arr)
+    n_bad = int(bad.sum())
+    if n_bad:
+        arr = np.where(bad, 0.0, arr) if strategy == "replace" else arr[~bad]
+    return arr, n_bad
+
+
+def _median(arr: FloatArray) -> float:
+    return float(np.median(arr)) if arr.size else math.nan
+
+
+def _mean(arr: FloatArray) -> float:
+    return float(np.mean(arr)) if arr.size else math.nan
+
+
+def _json_float(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _num(value: float, sign: bool = False) -> str:
+    """3 significant digits, in plain notation from 0.001 to 1e6 (231, 0.0198, 1000), else
+    with an unpadded exponent (2e-9)."""
+    if math.isnan(value):
+        return "-"
+    plus = "+" if sign else ""
+    value = value or 0.0  # no "-0"
+    if value == 0 or 1e-3 <= abs(value) < 1e6:
+        digits = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 0
+        text = f"{value:{plus}.{digits}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{value:{plus}.3g}".replace("e-0", "e-").replace("e+0", "e+")
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}".replace("e-0", "e-").replace("e+0", "e+")

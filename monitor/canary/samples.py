@@ -1,0 +1,115 @@
+"""The samples a canary is judged on, named as in default.yaml.
+
+Per request (from a load run): ``ttft``, ``tpot``, ``e2e`` per successful request and ``itl``
+per chunk gap, in seconds. Per interval (fixed-length intervals from the run's start, so
+baseline and canary intervals line up): ``<metric>_p99`` over the requests sent in the
+interval (when it holds at least ``min_requests``), ``output_tokens_per_second`` (tokens
+streamed in the interval, each chunk carrying its share of the request's reported usage),
+``requests_per_second`` (finished OK) and ``error_rate`` (failed / sent).
+
+From the store (two targets over the same range): the per-interval values only, read with the
+same queries the anomaly detectors use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from exporters import schema
+from monitor.loadgen.metrics import latency_samples
+from monitor.loadgen.runner import RequestRecord, RunResult
+from monitor.store import Selector, Store
+from monitor.store.queries import counter_series
+
+Samples = dict[str, list[float]]
+PERCENTILE_METRICS = ("ttft", "itl", "tpot", "e2e")
+
+
+def run_samples(result: RunResult, interval_seconds: float = 10.0,
+                min_requests: int = 5) -> Samples:
+    """Every sample of a run: per request, and per interval from its measured start."""
+    return combine(split_intervals(result.measured, result.measure_start, interval_seconds,
+                                   min_requests))
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalData:
+    per_request: dict[str, list[float]]   # ttft, tpot, e2e, itl of OK requests sent in it
+    values: dict[str, float]              # its per-interval metrics; NaN when undefined
+
+
+def split_intervals(records: Sequence[RequestRecord], start: float, interval: float,
+                    min_requests: int = 5) -> list[IntervalData]:
+    """The records cut into intervals of ``interval`` s from ``start`` by intended send time
+    (throughput by when its tokens arrived)."""
+    if interval <= 0:
+        raise ValueError("the interval must be > 0 s")
+    last_sent = max((r.intended_at for r in records), default=start)
+    count = max(1, math.ceil((last_sent - start) / interval + 1e-9))
+    sent: list[list[RequestRecord]] = [[] for _ in range(count)]
+    tokens = np.zeros(count)
+    finished = np.zeros(count)
+    for r in records:
+        k = math.floor((r.intended_at - start) / interval)
+        if 0 <= k < count:
+            sent[k].append(r)
+        if r.ok and 0 <= (j := math.floor((r.finished_at - start) / interval)) < count:
+            finished[j] += 1
+        if r.chunk_times:
+            per_chunk = r.num_output_tokens / len(r.chunk_times)
+            for t in r.chunk_times:
+                if 0 <= (j := math.floor((t - start) / interval)) < count:
+                    tokens[j] += per_chunk
+    intervals = []
+    for k in range(count):
+        ok = [r for r in sent[k] if r.ok]
+        per_request = latency_samples(ok)
+        values = {f"{m}_p99": (float(np.percentile(per_request[m], 99))
+                               if len(ok) >= min_requests and per_request[m] else math.nan)
+                  for m in PERCENTILE_METRICS}
+        values["error_rate"] = (len(sent[k]) - len(ok)) / len(sent[k]) if sent[k] else math.nan
+        values["output_tokens_per_second"] = float(tokens[k]) / interval
+        values["requests_per_second"] = float(finished[k]) / interval
+        intervals.append(IntervalData(per_request, values))
+    return intervals
+
+
+def combine(intervals: Sequence[IntervalData]) -> Samples:
+    """The judge's samples over some intervals: per-request values pooled, per-interval
+    values listed (undefined ones left out)."""
+    samples: Samples = {m: [] for m in ("ttft", "tpot", "itl", "e2e")}
+    for data in intervals:
+        for name, values in data.per_request.items():
+            samples[name].extend(values)
+        for name, value in data.values.items():
+            if not math.isnan(value):
+                samples.setdefault(name, []).append(value)
+    return samples
+
+
+# store feature -> judge metric name
+_FROM_FEATURES = {"ttft_p99_seconds": "ttft_p99", "itl_p99_seconds": "itl_p99",
+                  "e2e_p99_seconds": "e2e_p99", "error_ratio": "error_rate"}
+
+
+def stored_samples(store: Store, target: str, start: float, end: float,
+                   step: float) -> Samples:
+    """Per-interval values of one target over (start, end] at ``step`` seconds."""
+    from monitor.anomaly.features import read_features
+
+    rows = read_features(store, target, start, end, step)
+    samples: Samples = {name: [] for name in _FROM_FEATURES.values()}
+    for _, row in rows:
+        for feature, name in _FROM_FEATURES.items():
+            samples[name].append(row.get(feature, math.nan))
+    selector = Selector(target=target)
+    for metric, name in ((schema.GENERATION_TOKENS, "output_tokens_per_second"),
+                         (schema.REQUESTS, "requests_per_second")):
+        exposed = schema.get_spec(metric).exposed_name
+        points = counter_series(store, selector, exposed, start, end, step)
+        samples[name] = [math.nan if v is None else v / step for _, v in points]
+    return samples

@@ -1,0 +1,159 @@
+"""The load generator against a scripted server: vLLM's metric definitions, errors by type,
+open vs closed loop, concurrency caps, warm-up, drains and paired (canary) sends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import pytest
+
+from monitor.loadgen.metrics import LatencySlo, summarize, write_records
+from monitor.loadgen.runner import (
+    Endpoint,
+    EndpointError,
+    Limits,
+    check_endpoint,
+    run_load,
+    run_paired,
+)
+from monitor.loadgen.workload import RequestSpec
+from tests.monitor.loadgen.scripted_server import Script, scripted_server
+
+
+def _specs(prompts: list[str], gap: float = 0.0, tokens: int = 6) -> list[RequestSpec]:
+    return [RequestSpec(i * gap, p, tokens) for i, p in enumerate(prompts)]
+
+
+def test_metrics_follow_vllm_definitions() -> None:
+    with scripted_server(Script(ttft=0.08, itl=0.03)) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"] * 3, 0.05, 6),
+                                      Limits(num_requests=3), rate=20))
+    for r in result.records:
+        assert r.ok and r.usage_reported and r.num_output_tokens == 6
+        assert len(r.chunk_times) == 6
+        assert 0.08 <= r.ttft < 0.2
+        assert all(0.025 <= gap < 0.15 for gap in r.itls)
+        assert r.tpot == pytest.approx((r.e2e - r.ttft) / 5)
+        assert r.e2e >= r.ttft + 5 * 0.03
+    summary = summarize(result, percentiles=(50, 99))
+    assert summary.completed == 3 and summary.failed == 0
+    assert set(summary.latency) == {"ttft", "tpot", "itl", "e2e"}
+    assert summary.latency["itl"].count == 15
+    assert set(summary.latency["ttft"].percentiles) == {"p50", "p99"}
+    assert summary.output_throughput == pytest.approx(18 / summary.duration_seconds)
+
+
+def test_chat_api_skips_the_role_preamble_and_counts_content_chunks() -> None:
+    with scripted_server(Script(ttft=0.02, itl=0.01)) as (url, script):
+        result = asyncio.run(run_load(Endpoint(url, "m", chat=True), _specs(["ok"], 0, 4),
+                                      Limits(num_requests=1), rate=10))
+    assert result.records[0].ok and len(result.records[0].chunk_times) == 4
+
+
+def test_errors_are_counted_by_type() -> None:
+    prompts = ["ok", "reject", "fail", "cut", "stream-error"]
+    with scripted_server(Script(ttft=0.01, itl=0.01)) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(prompts),
+                                      Limits(num_requests=5), rate=math.nan))
+    by_prompt = {r.spec.prompt: r for r in result.records}
+    assert by_prompt["ok"].ok
+    assert by_prompt["reject"].error_type == "rejected"
+    assert by_prompt["fail"].error_type == "server_error"
+    assert by_prompt["cut"].error_type == "stream_interrupted"
+    assert by_prompt["stream-error"].error_type == "stream_error"
+    assert summarize(result).errors == {"rejected": 1, "server_error": 1,
+                                        "stream_interrupted": 1, "stream_error": 1}
+
+
+def test_open_loop_sends_on_time_whatever_the_server_does() -> None:
+    # Every answer takes 0.5 s; a closed loop of one would send 1 request per 0.5 s. The open
+    # loop sends 20 in 1 s, each within a few ms of its intended time (no coordinated omission).
+    with scripted_server(Script(ttft=0.5, itl=0.0)) as (url, script):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"] * 20, 0.05, 1),
+                                      Limits(num_requests=20), rate=20))
+    lags = [r.sent_at - r.intended_at for r in result.records]
+    assert max(lags) < 0.05
+    assert script.max_in_flight >= 8
+    assert script.arrivals[-1] - script.arrivals[0] < 1.2
+
+
+def test_concurrency_cap_queues_on_the_client_and_reports_it_apart() -> None:
+    with scripted_server(Script(ttft=0.2, itl=0.0)) as (url, script):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"] * 6, 0.0, 1),
+                                      Limits(num_requests=6, max_concurrency=2), rate=100))
+    assert script.max_in_flight == 2
+    queued = sorted(r.queue_time for r in result.records)
+    assert queued[-1] >= 0.35          # the last pair waited for two rounds of 0.2 s
+    assert all(r.ttft is not None and r.ttft < 0.35 for r in result.records)  # not in TTFT
+    assert summarize(result).queue_time is not None
+
+
+def test_closed_loop_keeps_n_users_busy_for_the_duration() -> None:
+    with scripted_server(Script(ttft=0.05, itl=0.0)) as (url, script):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"] * 1000, 0.0, 1),
+                                      Limits(duration_seconds=1.0, max_concurrency=3),
+                                      rate=math.inf))
+    assert script.max_in_flight == 3
+    assert 30 <= len(result.records) <= 63   # ~3 users x 1 s / 0.05 s
+    assert all(abs(r.queue_time) < 0.02 for r in result.records)
+    assert summarize(result).offered_rate is None
+
+
+def test_warmup_requests_are_sent_but_not_measured() -> None:
+    with scripted_server(Script(ttft=0.01, itl=0.0)) as (url, script):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"] * 10, 0.02, 1),
+                                      Limits(num_requests=5, warmup_requests=3), rate=50))
+    assert len(script.prompts) == 8
+    assert [r.warmup for r in result.records] == [True] * 3 + [False] * 5
+    assert summarize(result).requests == 5
+
+
+def test_drain_cuts_requests_that_never_answer() -> None:
+    with scripted_server(Script(ttft=0.01, itl=0.0)) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok", "hang"], 0.0, 1),
+                                      Limits(num_requests=2, drain_seconds=0.5), rate=10))
+    types = {r.spec.prompt: r.error_type for r in result.records}
+    assert types == {"ok": None, "hang": "unfinished"}
+
+
+def test_goodput_counts_requests_within_every_slo() -> None:
+    with scripted_server(Script(ttft=0.05, itl=0.01)) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok", "ok", "reject"]),
+                                      Limits(num_requests=3), rate=math.nan))
+    met = summarize(result, slo=LatencySlo(ttft=1.0, tpot=1.0))
+    assert met.slo_attainment == pytest.approx(2 / 3)
+    missed = summarize(result, slo=LatencySlo(ttft=0.01))
+    assert missed.slo_attainment == 0.0 and missed.goodput == 0.0
+
+
+def test_paired_runs_send_the_same_requests_in_a_random_order() -> None:
+    with scripted_server(Script(ttft=0.01, itl=0.0)) as (a_url, a), \
+            scripted_server(Script(ttft=0.01, itl=0.0)) as (b_url, b):
+        specs = _specs([f"ok {i}" for i in range(40)], 0.01, 1)
+        base, can = asyncio.run(run_paired((Endpoint(a_url, "m"), Endpoint(b_url, "m")),
+                                           specs, Limits(num_requests=40), rate=100))
+    assert a.prompts == b.prompts == [s.prompt for s in specs]
+    first_a = sum(ta < tb for ta, tb in zip(a.arrivals, b.arrivals))
+    assert 8 <= first_a <= 32       # neither side is always first
+    assert [r.intended_at for r in base.records] == [r.intended_at for r in can.records]
+
+
+def test_records_are_written_as_json_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with scripted_server(Script(ttft=0.01, itl=0.01)) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok", "reject"], 0, 3),
+                                      Limits(num_requests=2), rate=math.nan))
+    path = tmp_path / "requests.jsonl"
+    write_records(result, path)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["status"] for r in rows] == [200, 429]
+    assert rows[0]["output_tokens"] == 3 and len(rows[0]["itl"]) == 2
+    assert rows[0]["sent_at"] > 1.7e9 and rows[1]["error_type"] == "rejected"
+
+
+def test_an_unreachable_endpoint_is_named() -> None:
+    with pytest.raises(EndpointError, match=r"http://127\.0\.0\.1:9/v1/completions: not reach"):
+        asyncio.run(check_endpoint(Endpoint("http://127.0.0.1:9", "m", timeout_seconds=2)))
+    with scripted_server() as (url, _), pytest.raises(EndpointError, match="answered 404"):
+        asyncio.run(check_endpoint(Endpoint(url, "missing")))
