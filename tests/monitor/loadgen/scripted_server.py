@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from reference_server.server import bind_socket
+from tests.asgi_thread import serving
 
 
 @dataclass
@@ -95,20 +93,5 @@ def _event(payload: dict[str, Any]) -> bytes:
 @contextmanager
 def scripted_server(script: Script | None = None) -> Iterator[tuple[str, Script]]:
     script = script or Script()
-    sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(build_app(script), log_level="critical",
-                                       access_log=False))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not uv.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", script
-    finally:
-        uv.should_exit = True
-        thread.join(15)
-        sock.close()
+    with serving(build_app(script), log_level="critical") as url:
+        yield url, script

@@ -1,0 +1,65 @@
+"""The canary-power bench's trial machinery: windows, block resamples, rates, re-judging."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.canary_power import (
+    Phase,
+    block_bootstrap,
+    evaluate,
+    load_phases,
+    p99_effect,
+    real_windows,
+    save_phases,
+    wilson,
+)
+from monitor.canary.config import load_judge_config
+from monitor.canary.samples import IntervalData
+
+
+def _intervals(rng: np.random.Generator, n: int, scale: float) -> list[IntervalData]:
+    out = []
+    for _ in range(n):
+        ttft = list(scale * rng.lognormal(math.log(0.05), 0.3, 16))
+        tpot = list(scale * rng.lognormal(math.log(0.01), 0.1, 16))
+        e2e = [a + 30 * b for a, b in zip(ttft, tpot)]
+        itl = list(scale * rng.lognormal(math.log(0.01), 0.1, 64))
+        values = {"ttft_p99": float(np.percentile(ttft, 99)),
+                  "tpot_p99": float(np.percentile(tpot, 99)),
+                  "e2e_p99": float(np.percentile(e2e, 99)),
+                  "itl_p99": float(np.percentile(itl, 99)), "error_rate": 0.0,
+                  "output_tokens_per_second": 160.0, "requests_per_second": 8.0}
+        out.append(IntervalData({"ttft": ttft, "tpot": tpot, "e2e": e2e, "itl": itl}, values))
+    return out
+
+
+def test_windows_and_block_resamples() -> None:
+    assert real_windows(130, 60) == [list(range(60)), list(range(60, 120))]
+    picks = block_bootstrap(100, 60, 6, np.random.default_rng(0))
+    assert len(picks) == 60 and all(0 <= i < 100 for i in picks)
+    assert all(picks[k:k + 6] == list(range(picks[k], picks[k] + 6)) for k in range(0, 60, 6))
+    low, high = wilson(0, 500)
+    assert low == 0.0 and 0.005 < high < 0.01
+    assert wilson(5, 10)[0] < 0.5 < wilson(5, 10)[1]
+
+
+def test_evaluate_separates_a_twin_from_a_slowed_canary(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    config = load_judge_config(None)
+    twin = Phase("aa", _intervals(rng, 120, 1.0), _intervals(rng, 120, 1.0))
+    slowed = Phase("ab", _intervals(rng, 120, 1.0), _intervals(rng, 120, 1.15))
+    aa = evaluate(twin, config, 60, 6, 30, seed=1)
+    ab = evaluate(slowed, config, 60, 6, 30, seed=2)
+    assert aa["real"]["trials"] == 2 and aa["bootstrap"]["trials"] == 30
+    assert aa["bootstrap"]["fail_rate"] <= 0.1
+    assert ab["bootstrap"]["fail_rate"] == 1.0 and ab["real"]["fail_rate"] == 1.0
+    assert p99_effect(slowed) == pytest.approx(1.15, abs=0.08)
+    save_phases(tmp_path / "phases.json", (twin, slowed), {"slowdown": 1.1, "calibration": []})
+    (again_aa, again_ab), meta = load_phases(tmp_path / "phases.json")
+    assert meta["slowdown"] == 1.1
+    assert evaluate(again_ab, config, 60, 6, 30, seed=2) == ab
