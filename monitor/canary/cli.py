@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from monitor.canary.config import CanaryConfigError, load_judge_config
+from monitor.config import ConfigError
 from monitor.canary.judge import Judgement, Outcome
 from monitor.canary.run import judge_runs, judge_stored, run_both
 from monitor.loadgen.cli import (
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         code: int = args.canary_run(args)
         return code
-    except (CanaryConfigError, WorkloadError, ValueError) as exc:
+    except (CanaryConfigError, WorkloadError, ValueError, ConfigError) as exc:
         print(f"inferwatch canary: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -116,9 +117,9 @@ def _live(args: argparse.Namespace) -> int:
         def update(p: Progress, elapsed: float) -> None:
             state[side] = p
             b, c = state.get("baseline", Progress()), state.get("canary", Progress())
-            live.update(f"{elapsed:6.1f}/{args.duration + args.warmup:.0f} s  baseline "
-                        f"{b.done}/{b.sent} ok-or-failed, {b.failed} failed  |  canary "
-                        f"{c.done}/{c.sent}, {c.failed} failed")
+            live.update(f"{elapsed:6.1f}/{args.duration + args.warmup:.0f} s  baseline: "
+                        f"{b.done} of {b.sent} answered, {b.failed} failed  |  canary: "
+                        f"{c.done} of {c.sent} answered, {c.failed} failed")
         return update
 
     for endpoint in (baseline, canary):

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from monitor.config import ConfigError
 from monitor.loadgen.capacity import CapacityInputs, plan
 from monitor.loadgen.metrics import (
     LatencySlo,
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         code: int = args.bench_run(args)
         return code
-    except (WorkloadError, ValueError) as exc:
+    except (WorkloadError, ValueError, ConfigError) as exc:
         print(f"inferwatch bench: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -77,3 +77,13 @@ def test_an_unreachable_server_stops_before_the_run(capsys: pytest.CaptureFixtur
     assert "http://127.0.0.1:9/v1/completions: not reachable" in capsys.readouterr().err
     assert main(["bench", "sweep", "--url", "http://127.0.0.1:9", "--model", "m"]) == 2
     assert "a sweep needs an SLO" in capsys.readouterr().err
+
+
+def test_a_bad_config_for_the_store_is_named(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "inferwatch.yaml"
+    config.write_text("store: {url: 5}\nbogus: 1\n")
+    with scripted_server(Script(ttft=0.01, itl=0.0)) as (server, _):
+        assert main(["bench", "run", "--url", server, "--model", "m", "--rate", "5",
+                     "--num-requests", "2", *WORKLOAD, "--config", str(config)]) == 2
+    assert "inferwatch.yaml" in capsys.readouterr().err
