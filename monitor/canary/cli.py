@@ -30,6 +30,7 @@ from monitor.loadgen.cli import (
     describe,
     endpoint_of,
     recorded,
+    store_url,
     workload_of,
 )
 from monitor.loadgen.metrics import write_records
@@ -144,10 +145,7 @@ def _live(args: argparse.Namespace) -> int:
 
 def _stored(args: argparse.Namespace) -> int:
     config = load_judge_config(args.judge)
-    url = args.store
-    if url is None and args.config:
-        from monitor.config import load_config
-        url = load_config(args.config).store.url
+    url = store_url(args)
     if url is None:
         raise ValueError("comparing stored data needs --store URL or --config inferwatch.yaml")
     from monitor.store import open_store

@@ -202,15 +202,21 @@ class LiveLine:
         print(text, file=sys.stderr, flush=True)
 
 
+def store_url(args: argparse.Namespace) -> str | None:
+    """The database of --store, else of --config's inferwatch.yaml, else None."""
+    if args.store is None and args.config:
+        from monitor.config import load_config
+        return load_config(args.config).store.url
+    url: str | None = args.store
+    return url
+
+
 @contextlib.contextmanager
 def recorded(args: argparse.Namespace, kind: str, config: dict[str, Any]) -> Iterator[
         dict[str, Any]]:
     """Record the run in the store when one is configured: ``running`` now, the result
     (put into the yielded dict under "result") or the error at the end."""
-    url = args.store
-    if url is None and args.config:
-        from monitor.config import load_config
-        url = load_config(args.config).store.url
+    url = store_url(args)
     holder: dict[str, Any] = {"result": None, "artifacts": {}}
     if url is None:
         yield holder

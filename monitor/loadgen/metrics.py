@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,6 @@ class RunSummary:
     slo: str | None = None
     slo_attainment: float | None = None   # fraction of measured requests meeting the SLO
     goodput: float | None = None          # such requests per second
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -130,7 +130,6 @@ class RunResult:
     records: list[RequestRecord]
     wall_start: float                  # unix time of offset 0
     measure_start: float               # offset where warm-up ends
-    elapsed: float                     # offset when the last request finished
     rate: float                        # offered requests/s (inf: closed loop)
     max_concurrency: int | None
 
@@ -247,10 +246,9 @@ async def _run(endpoints: Sequence[Endpoint], requests: Iterable[RequestSpec], l
     results = []
     for side in sides:
         records = side.records
-        elapsed = max((r.finished_at for r in records), default=0.0)
         results.append(RunResult(records, wall_start,
                                  warm_end if warm_end else _first_measured(records),
-                                 elapsed, rate, limits.max_concurrency))
+                                 rate, limits.max_concurrency))
     return results
 
 
@@ -277,18 +275,27 @@ class EndpointError(ValueError):
     """The endpoint does not answer a one-token request; the message names it."""
 
 
-async def check_endpoint(endpoint: Endpoint) -> None:
-    """Send one one-token request; raise EndpointError unless it streams a 200 answer."""
+async def one_token(client: httpx.AsyncClient, endpoint: Endpoint) -> tuple[int, str, float]:
+    """Send a one-token request and read the whole answer: (status, body, seconds taken).
+    Raises httpx.HTTPError when the endpoint cannot be reached."""
     path, body = request_body(endpoint, RequestSpec(0.0, "ping", 1))
+    began = time.perf_counter()
+    async with client.stream("POST", path, json=body) as resp:
+        text = (await resp.aread()).decode(errors="replace")
+    return resp.status_code, text, time.perf_counter() - began
+
+
+async def check_endpoint(endpoint: Endpoint) -> None:
+    """Send one one-token request; raise EndpointError unless it gets a 200 answer."""
+    path, _ = request_body(endpoint, RequestSpec(0.0, "ping", 1))
     where = f"{endpoint.base_url.rstrip('/')}{path}"
     try:
         async with make_client(endpoint, 1) as client:
-            async with client.stream("POST", path, json=body) as resp:
-                text = (await resp.aread()).decode(errors="replace")
+            status, text, _ = await one_token(client, endpoint)
     except httpx.HTTPError as exc:
         raise EndpointError(f"{where}: not reachable: {type(exc).__name__}: {exc}") from None
-    if resp.status_code != 200:
-        raise EndpointError(f"{where}: answered {resp.status_code} to a one-token request "
+    if status != 200:
+        raise EndpointError(f"{where}: answered {status} to a one-token request "
                             f"for model {endpoint.model!r}: {text[:200]}")
 
 

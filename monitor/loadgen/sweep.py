@@ -31,10 +31,10 @@ from monitor.loadgen.runner import (
     Limits,
     RunResult,
     make_client,
-    request_body,
+    one_token,
     run_load,
 )
-from monitor.loadgen.workload import RequestSpec, WorkloadSpec
+from monitor.loadgen.workload import WorkloadSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,16 +206,12 @@ async def probe_latency(endpoint: Endpoint, tries: int = 3) -> float:
     best = math.inf
     async with make_client(endpoint, 1) as client:
         for _ in range(tries):
-            spec = RequestSpec(0.0, "ping", 1)
-            path, body = request_body(endpoint, spec)
-            began = time.perf_counter()
             try:
-                async with client.stream("POST", path, json=body) as resp:
-                    await resp.aread()
-                    if resp.status_code == 200:
-                        best = min(best, time.perf_counter() - began)
+                status, _, seconds = await one_token(client, endpoint)
             except httpx.HTTPError:
-                pass
+                continue
+            if status == 200:
+                best = min(best, seconds)
     return best
 
 

@@ -118,17 +118,6 @@ class LengthDist:
         counts: np.ndarray = np.maximum(1, np.rint(values)).astype(int)
         return counts
 
-    @property
-    def mean(self) -> float:
-        return (self.a + self.b) / 2 if self.kind == "uniform" else self.a
-
-    def __str__(self) -> str:
-        if self.kind == "fixed":
-            return f"fixed:{self.a:g}"
-        if self.kind == "uniform":
-            return f"uniform:{self.a:g}-{self.b:g}"
-        return f"lognormal:{self.a:g},{self.b:g}"
-
 
 def _positive(value: float, what: str, text: str) -> float:
     if not value >= 1:
