@@ -16,6 +16,8 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
      "run the reference continuous-batching server"),
     ("bridge", "exporters.bridge_cli", "serve an engine's /metrics in the inferwatch schema"),
     ("collect", "monitor.collect_cli", "scrape the targets of inferwatch.yaml into the store"),
+    ("serve", "monitor.serve_cli",
+     "the monitor service: collector, SLO evaluation, alerting and the HTTP API"),
     ("demo", "monitor.demo", "start the reference server and show it under load"),
     ("silence", "monitor.alerting.silence_cli", "maintenance windows: Alertmanager silences"),
     ("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -30,7 +30,8 @@ class AlertingLoop:
     def __init__(self, evaluator: SloEvaluator | None, book: AlertBook,
                  delivery: AlertDelivery | None, *, interval_seconds: float = 15.0,
                  external_url: str = "http://127.0.0.1:8080",
-                 anomalies: AnomalyMonitor | None = None) -> None:
+                 anomalies: AnomalyMonitor | None = None,
+                 on_round: Callable[[float, bool], None] | None = None) -> None:
         self.evaluator = evaluator
         self.anomalies = anomalies
         self.book = book
@@ -39,6 +40,9 @@ class AlertingLoop:
         self.external_url = external_url.rstrip("/")
         self.statuses: list[SloStatus] = []
         self.last_tick_seconds = 0.0  # how long the latest evaluation took
+        self.num_rounds = 0           # evaluation rounds run (the API is ready after one)
+        # Told (seconds taken, failed) after each round of ``run``: the service's /metrics.
+        self.on_round = on_round
         # The anomaly monitor's latest conditions and whether its latest tick failed; ``run``
         # ticks it in a task of its own (``_in_background``), ``evaluate`` alone inline.
         self._anomaly_conditions: list[AlertCondition] = []
@@ -64,6 +68,7 @@ class AlertingLoop:
             return labels.get("slo") in unreadable
 
         self.book.update(now, conditions, frozen)
+        self.num_rounds += 1
         return [self._to_alertmanager(o) for o in self.book.due(now)]
 
     def _tick_anomalies(self, now: float) -> None:
@@ -98,11 +103,14 @@ class AlertingLoop:
         try:
             while not stop.is_set():
                 now = time.time()
+                failed = False
                 try:
                     alerts = await asyncio.to_thread(self.evaluate, now)
                 except Exception:
                     logger.exception("SLO evaluation failed; retrying next interval")
-                    alerts = []
+                    alerts, failed = [], True
+                if self.on_round is not None:
+                    self.on_round(time.time() - now, failed)
                 self._send(alerts)
                 delay = self.interval_seconds - (time.time() - now)
                 try:

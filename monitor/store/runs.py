@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, RowMapping, insert, select, update
+from sqlalchemy import Engine, RowMapping, func, insert, select, update
 
 from monitor.store.models import BenchRun
 from monitor.store.writes import write_transaction
@@ -93,3 +93,20 @@ def _row(r: RowMapping) -> RunRow:
     return RunRow(r["id"], r["kind"], r["name"], r["status"], r["started_at"],
                   r["finished_at"], loaded(r["config"]), loaded(r["result"]),
                   loaded(r["artifacts"]), r["error"])
+
+
+def count_runs(engine: Engine, kind: str | None = None) -> int:
+    query = select(func.count()).select_from(BenchRun)
+    if kind is not None:
+        query = query.where(BenchRun.kind == kind)
+    with engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def fail_unfinished(engine: Engine, reason: str) -> int:
+    """Mark runs still ``running`` as failed with ``reason`` (at start: their process is
+    gone); returns how many."""
+    with write_transaction(engine) as conn:
+        result = conn.execute(update(BenchRun).where(BenchRun.status == "running").values(
+            status="failed", finished_at=time.time(), error=reason))
+    return int(result.rowcount or 0)

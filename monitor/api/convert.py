@@ -1,0 +1,64 @@
+"""The evaluator's, the alert book's and the store's objects as API bodies."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from monitor.alerting.book import Alert
+from monitor.api.health import TargetStatus
+from monitor.api.schemas import AlertOut, BurnRateOut, RunOut, SloAlertOut, SloOut, TargetOut
+from monitor.config import TargetConfig
+from monitor.slo.evaluator import SloStatus
+from monitor.slo.spec import Slo
+from monitor.store.runs import RunRow
+
+
+def finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:
+    mine = [SloAlertOut(alertname=a.name, severity=a.labels.get("severity", ""),
+                        window=a.labels.get("window", ""), state=a.state.value)
+            for a in alerts if a.labels.get("slo") == slo.name]
+    common: dict[str, Any] = {"name": slo.name, "service": slo.service,
+                              "description": slo.description or "",
+                              "objective": slo.objective, "period": str(slo.window),
+                              "alerts": mine}
+    if status is None:  # not evaluated yet
+        return SloOut(**common, state="pending", sli=None, events=0.0, budget_remaining=None,
+                      time_to_exhaustion_seconds=None, burn_rates=[], evaluated_at=None,
+                      error=None)
+    return SloOut(
+        **common, state=status.state.value, sli=finite(status.sli), events=status.events,
+        budget_remaining=finite(status.budget_remaining),
+        time_to_exhaustion_seconds=finite(status.time_to_exhaustion_seconds),
+        burn_rates=[BurnRateOut(window=b.window, seconds=b.seconds, events=b.events,
+                                error_ratio=finite(b.error_ratio),
+                                burn_rate=finite(b.burn_rate)) for b in status.burn_rates],
+        evaluated_at=status.evaluated_at, error=status.error)
+
+
+def alert_out(alert: Alert) -> AlertOut:
+    return AlertOut(fingerprint=alert.fingerprint, alertname=alert.name, labels=alert.labels,
+                    annotations=alert.annotations, state=alert.state.value,
+                    active_at=alert.active_at, fired_at=alert.fired_at,
+                    resolved_at=alert.resolved_at, value=finite(alert.value))
+
+
+def target_out(target: TargetConfig, status: TargetStatus) -> TargetOut:
+    return TargetOut(name=target.name, url=target.url, engine=target.engine,
+                     labels=dict(target.labels),
+                     scrape_interval_seconds=target.scrape_interval_seconds,
+                     state=status.state,  # type: ignore[arg-type]
+                     last_scrape_at=status.last_scrape_at,
+                     last_scrape_seconds=status.last_scrape_seconds,
+                     last_error=status.last_error)
+
+
+def run_out(row: RunRow) -> RunOut:
+    return RunOut(id=row.id, kind=row.kind, name=row.name,
+                  status=row.status,  # type: ignore[arg-type]
+                  started_at=row.started_at, finished_at=row.finished_at, config=row.config,
+                  result=row.result, error=row.error)

@@ -1,0 +1,87 @@
+"""/api/v1/targets: what the monitor scrapes, each target's state, and its metrics over time."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Annotated, Any, Final, Literal
+
+from fastapi import APIRouter, Query
+
+from exporters import schema
+from monitor.anomaly.features import SCORED, THROUGHPUT, read_features
+from monitor.api.convert import finite, target_out
+from monitor.api.deps import Limit, Offset, StateDep
+from monitor.api.errors import bad_request, not_found
+from monitor.api.schemas import ErrorBody, Page, SeriesOut, TargetOut
+from monitor.api.state import ServiceState
+from monitor.api.timeparse import parse_range
+from monitor.store import Selector
+from monitor.store.queries import counter_series
+
+router = APIRouter(prefix="/api/v1/targets", tags=["targets"])
+
+OUTPUT_THROUGHPUT: Final = "output_tokens_per_second"
+# Metric -> unit. All but the output rate are the anomaly detectors' per-step features.
+UNITS: Final[dict[str, str]] = {
+    THROUGHPUT: "tokens/s", OUTPUT_THROUGHPUT: "tokens/s", "batch_utilization": "ratio",
+    **{f.name: f.unit or "ratio" for f in SCORED}}
+MetricName = Literal[
+    "tokens_per_second", "output_tokens_per_second", "offered_requests_per_second",
+    "ttft_p99_seconds", "itl_p99_seconds", "e2e_p99_seconds", "kv_cache_usage_ratio",
+    "queue_depth", "error_ratio", "gpu_memory_used_bytes", "preemptions_per_second",
+    "batch_utilization"]
+MAX_POINTS: Final = 11_000  # Prometheus' limit per range query
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
+_BAD_OR_NOT_FOUND: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 400: {"model": ErrorBody}}
+
+
+@router.get("", response_model=Page[TargetOut], summary="Targets and their last scrape")
+def list_targets(state: StateDep, limit: Limit = 100, offset: Offset = 0) -> Page[TargetOut]:
+    targets = state.config().targets
+    items = [target_out(t, state.scrapes.status(t.name)) for t in targets]
+    return Page(items=items[offset:offset + limit], total=len(items), limit=limit,
+                offset=offset)
+
+
+@router.get("/{name}", response_model=TargetOut, responses=_NOT_FOUND, summary="One target")
+def get_target(state: StateDep, name: str) -> TargetOut:
+    target = next((t for t in state.config().targets if t.name == name), None)
+    if target is None:
+        raise not_found("target", name)
+    return target_out(target, state.scrapes.status(name))
+
+
+@router.get("/{name}/series", response_model=SeriesOut, responses=_BAD_OR_NOT_FOUND,
+            summary="A derived metric of the target per step (null where it did not answer)")
+def series(state: StateDep, name: str, metric: MetricName,
+           start: Annotated[str | None, Query(description="unix seconds or ISO 8601; "
+                                                          "default: end - 1 h")] = None,
+           end: Annotated[str | None, Query(description="default: now")] = None,
+           step: Annotated[float, Query(ge=1, le=86400 * 31, description="seconds")] = 60.0
+           ) -> SeriesOut:
+    known = {t.name for t in state.config().targets} | {t.name for t in state.store.targets()}
+    if name not in known:
+        raise not_found("target", name)
+    start_s, end_s = parse_range(start, end, time.time(), 3600.0)
+    if (end_s - start_s) / step > MAX_POINTS:
+        raise bad_request(f"{(end_s - start_s) / step:.0f} points asked; at most {MAX_POINTS}: "
+                          "raise step or shorten the range")
+    points = (_output_rate(state, name, start_s, end_s, step) if metric == OUTPUT_THROUGHPUT
+              else [(t, finite(row[metric]))
+                    for t, row in read_features(state.store, name, start_s, end_s, step)])
+    return SeriesOut(target=name, metric=metric, unit=UNITS[metric], start=start_s, end=end_s,
+                     step=step, points=points)
+
+
+def _output_rate(state: ServiceState, name: str, start: float, end: float, step: float
+                 ) -> list[tuple[float, float | None]]:
+    metric = schema.get_spec(schema.GENERATION_TOKENS).exposed_name
+    points = counter_series(state.store, Selector(target=name), metric, start, end, step)
+    out: list[tuple[float, float | None]] = []
+    previous = start
+    for t, value in points:
+        seconds = t - previous
+        previous = t
+        out.append((t, value / seconds if value is not None and seconds > 0 else None))
+    return [(t, v if v is None or math.isfinite(v) else None) for t, v in out]

@@ -1,0 +1,179 @@
+"""Request and response bodies of the API, apart from the store's tables and the evaluator's
+dataclasses (the conversions are in ``convert``). Floats that can be NaN or infinite in the
+evaluator are ``None`` here: JSON has neither."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class ErrorDetail(BaseModel):
+    status: int
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class BurnRateOut(BaseModel):
+    window: str
+    seconds: float
+    events: float
+    error_ratio: float | None
+    burn_rate: float | None
+
+
+class SloAlertOut(BaseModel):
+    alertname: str
+    severity: str
+    window: str
+    state: str
+
+
+class SloOut(BaseModel):
+    name: str
+    service: str
+    description: str
+    objective: float
+    period: str
+    state: Literal["ok", "burning", "no_data", "error", "pending"]
+    sli: float | None
+    events: float
+    budget_remaining: float | None
+    time_to_exhaustion_seconds: float | None = Field(
+        description="seconds until the budget is gone at the current burn rate; null when "
+                    "not burning")
+    burn_rates: list[BurnRateOut]
+    alerts: list[SloAlertOut]
+    evaluated_at: float | None
+    error: str | None
+
+
+class AlertOut(BaseModel):
+    fingerprint: str
+    alertname: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: Literal["pending", "firing", "resolved"]
+    active_at: float
+    fired_at: float | None
+    resolved_at: float | None
+    value: float | None
+
+
+class TargetOut(BaseModel):
+    name: str
+    url: str
+    engine: str
+    labels: dict[str, str]
+    scrape_interval_seconds: float
+    state: Literal["up", "down", "unknown"]
+    last_scrape_at: float | None
+    last_scrape_seconds: float | None
+    last_error: str | None
+
+
+class SeriesOut(BaseModel):
+    target: str
+    metric: str
+    unit: str
+    start: float
+    end: float
+    step: float
+    points: list[tuple[float, float | None]]
+
+
+class RunOut(BaseModel):
+    id: str
+    kind: str
+    name: str
+    status: Literal["running", "done", "failed"]
+    started_at: float
+    finished_at: float | None
+    config: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+_URL = r"^https?://[^\s/?#]+(/[^\s]*)?$"
+_COUNT = r"[1-9][0-9]{0,5}"
+_LENGTH = (rf"^(fixed:{_COUNT}|uniform:{_COUNT}-{_COUNT}|"
+           rf"lognormal:{_COUNT}(,[0-9](\.[0-9]{{1,3}})?)?)$")
+
+
+class WorkloadIn(_In):
+    input_len: str = Field(default="uniform:50-150", pattern=_LENGTH,
+                           description="fixed:N, uniform:LO-HI or lognormal:MEAN[,SIGMA] tokens")
+    output_len: str = Field(default="fixed:32", pattern=_LENGTH)
+    chars_per_token: float = Field(default=4.0, gt=0, le=100,
+                                   description="1 for byte-level tokenizers")
+    arrival: Literal["poisson", "gamma", "constant"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0, le=100)
+    api: Literal["completions", "chat"] = "completions"
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+
+
+class LatencySloIn(_In):
+    ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+    tpot_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+    e2e_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+
+
+class SweepIn(_In):
+    name: str = Field(default="sweep", min_length=1, max_length=200)
+    url: str = Field(pattern=_URL, max_length=2000, description="the OpenAI-compatible base URL")
+    model: str = Field(min_length=1, max_length=200)
+    workload: WorkloadIn = WorkloadIn()
+    slo: LatencySloIn = LatencySloIn(ttft_ms=200, tpot_ms=None, e2e_ms=None)
+    attainment: float = Field(default=0.99, gt=0, le=1)
+    start_rate: float = Field(default=1.0, gt=0, le=10_000)
+    growth: float = Field(default=2.0, gt=1, le=100)
+    max_rate: float = Field(default=1000.0, gt=0, le=100_000)
+    step_seconds: float = Field(default=60.0, ge=1, le=3600)
+    warmup_seconds: float = Field(default=5.0, ge=0, le=600)
+    refine_steps: int = Field(default=2, ge=0, le=10)
+    max_concurrency: int | None = Field(default=None, ge=1, le=100_000)
+
+
+class LiveCanaryIn(_In):
+    mode: Literal["live"] = "live"
+    name: str = Field(default="canary", min_length=1, max_length=200)
+    baseline_url: str = Field(pattern=_URL, max_length=2000)
+    canary_url: str = Field(pattern=_URL, max_length=2000)
+    model: str = Field(min_length=1, max_length=200)
+    canary_model: str | None = Field(default=None, min_length=1, max_length=200)
+    rate: float = Field(gt=0, le=10_000, description="requests/s to each endpoint")
+    duration_seconds: float = Field(default=600.0, ge=1, le=86_400)
+    warmup_seconds: float = Field(default=0.0, ge=0, le=600)
+    interval_seconds: float = Field(default=10.0, ge=1, le=3600)
+    workload: WorkloadIn = WorkloadIn()
+    judge: str | None = Field(default=None, max_length=100_000,
+                              description="judge configuration YAML; default: the packaged one")
+
+
+class StoredCanaryIn(_In):
+    mode: Literal["stored"]
+    name: str = Field(default="canary", min_length=1, max_length=200)
+    baseline_target: str = Field(min_length=1, max_length=200)
+    canary_target: str = Field(min_length=1, max_length=200)
+    start: float = Field(ge=0, le=1e11)
+    end: float = Field(ge=0, le=1e11)
+    step_seconds: float = Field(default=60.0, ge=1, le=86_400)
+    judge: str | None = Field(default=None, max_length=100_000)

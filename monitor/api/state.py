@@ -1,0 +1,31 @@
+"""What the API reads: the service's parts, passed in (never module globals), so a test can
+build the app over a real store without a collector."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from monitor.alerting.loop import AlertingLoop
+from monitor.api.health import MonitorMetrics, ScrapeObserver
+from monitor.api.runs import RunManager
+from monitor.config import MonitorConfig
+from monitor.slo.spec import Slo
+from monitor.store import Store
+
+
+@dataclass
+class ServiceState:
+    store: Store
+    config: Callable[[], MonitorConfig]       # the current config (edits apply live)
+    slos: list[Slo]
+    metrics: MonitorMetrics
+    scrapes: ScrapeObserver
+    runs: RunManager
+    alerting: AlertingLoop | None = None
+    token: str | None = None                  # bearer token for changes; None: no changes
+    started_at: float = field(default_factory=time.time)
+
+    def slo(self, name: str) -> Slo | None:
+        return next((s for s in self.slos if s.name == name), None)

@@ -1,0 +1,121 @@
+"""`inferwatch serve`'s process: the collector, the SLO and anomaly evaluation with alerting,
+and the HTTP API, on one event loop.
+
+The API is uvicorn on a socket bound before start (port 0 picks a free one). Signals are the
+service's, not uvicorn's: SIGINT/SIGTERM set one stop event, and everything winds down from it
+(runs in flight are recorded as cancelled, queued snapshots written, undelivered alerts kept
+in the store for the next start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import uvicorn
+
+from monitor.alerting.loop import AlertingLoop
+from monitor.api import ServiceState, create_app
+from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
+from monitor.api.runs import RunManager
+from monitor.collect_cli import alerting_loop
+from monitor.collector import Collector, follow_config
+from monitor.config import ConfigWatcher
+from monitor.recorder import StoreRecorder
+from monitor.slo.spec import Slo
+from monitor.store import Store
+from monitor.store.runs import fail_unfinished
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """Where the API listens and who may change things; refuses an unsafe combination."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port}: give 0..65535")
+        if self.token is not None and len(self.token) < 16:
+            raise ValueError("the API token must be at least 16 characters")
+        if self.host not in LOOPBACK and self.token is None:
+            raise ValueError(f"refusing to listen on {self.host} without a token: give --token "
+                             "(or INFERWATCH_API_TOKEN), or keep the default 127.0.0.1")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the service's stop event rules."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class MonitorService:
+    def __init__(self, watcher: ConfigWatcher, slos: list[Slo], store: Store,
+                 settings: ServeSettings) -> None:
+        self.watcher = watcher
+        self.store = store
+        self.settings = settings
+        self.metrics = MonitorMetrics()
+        self.recorder = StoreRecorder(store)
+        self.recorder.register_targets(watcher.config)
+        config = watcher.config
+        self.alerting: AlertingLoop | None = (
+            alerting_loop(config, store, slos) if slos or config.anomaly.enabled else None)
+        if self.alerting is not None:
+            self.alerting.on_round = self.metrics.observe_round
+            self.metrics.registry.register(SloCollector(self.alerting))
+        self.scrapes = ScrapeObserver(self.recorder, self.metrics)
+        self.runs = RunManager(store.engine)
+        self.state = ServiceState(store, lambda: self.watcher.config, slos, self.metrics,
+                                  self.scrapes, self.runs, self.alerting, settings.token)
+        self.app = create_app(self.state)
+
+    def bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.settings.host, self.settings.port))
+        sock.listen(1024)
+        return sock
+
+    async def run(self, stop: asyncio.Event, sock: socket.socket,
+                  on_listening: Callable[[str], None] | None = None) -> None:
+        """Serve until ``stop`` is set; the recorder is started and stopped by the caller."""
+        stale = await asyncio.to_thread(fail_unfinished, self.store.engine,
+                                        "the monitor stopped during the run")
+        if stale:
+            logger.warning("%d runs were left running by a previous monitor; marked failed",
+                           stale)
+        server = _Server(uvicorn.Config(self.app, log_level="warning", access_log=False,
+                                        lifespan="off"))
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if serving.done():
+            serving.result()  # raises what stopped uvicorn
+        host, port = sock.getsockname()[:2]
+        if on_listening is not None:
+            on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
+        collector = Collector(self.watcher.config, self.scrapes)
+        tasks = [collector.run(stop), follow_config(self.watcher, collector, stop,
+                                                    on_change=self.recorder.register_targets)]
+        if self.alerting is not None:
+            tasks.append(self.alerting.run(stop))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            await self.runs.aclose()
+            server.should_exit = True
+            await serving

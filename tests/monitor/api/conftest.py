@@ -1,0 +1,89 @@
+"""An API over a real store (SQLite in a temp dir) with known data, served by uvicorn on a
+port-0 socket: two targets scraped every 15 s for the last 40 minutes, 10 requests per scrape,
+``ref-0`` failing 1 of them with a timeout, ``ref-1`` none."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from monitor.api import ServiceState, create_app
+from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
+from monitor.api.runs import RunManager
+from monitor.collect_cli import alerting_loop
+from monitor.config import MonitorConfig, parse_config
+from monitor.slo.loaders import load_slos
+from monitor.store import Store, open_store
+from monitor.store.db import TargetInfo
+from tests.asgi_thread import serving
+from tests.monitor.store.builders import SCRAPE_SECONDS, up
+
+TOKEN = "test-token-0123456789"
+SLOS = """
+slos:
+  - name: availability
+    description: 99.9% of requests finish without a timeout <script>alert(1)</script>
+    sli: {kind: availability, errors: [timeout]}
+    objective: 0.999
+    window: 1d
+    alerting: {min_events: 10}
+  - name: ttft
+    sli: {kind: latency, metric: ttft, threshold_seconds: 250ms}
+    objective: 0.5
+    window: 30d
+"""
+CONFIG = """
+store: {url: "sqlite:///unused.db"}
+anomaly: {enabled: false}
+targets:
+  - {name: ref-0, url: "http://127.0.0.1:9/metrics", labels: {model: tiny}}
+  - {name: ref-1, url: "http://127.0.0.1:9/metrics", labels: {model: tiny}}
+"""
+
+
+@dataclass
+class Api:
+    url: str
+    state: ServiceState
+    now: float
+
+
+def fill(store: Store, now: float) -> None:
+    end = math.floor(now / 60) * 60 - 60   # whole minutes, settled
+    ends = [end - k * SCRAPE_SECONDS for k in range(160)][::-1]
+    store.write([up("ref-0", t, requests=10, errors=1) for t in ends]
+                + [up("ref-1", t, requests=10, errors=0) for t in ends])
+
+
+def build_state(tmp_path: Path, token: str | None) -> ServiceState:
+    (tmp_path / "slos.yaml").write_text(SLOS)
+    slos = load_slos(tmp_path / "slos.yaml")
+    config: MonitorConfig = parse_config(CONFIG, "inferwatch.yaml")
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    store.migrate()
+    for target in config.targets:
+        store.register_target(TargetInfo(target.name, target.url, target.engine,
+                                         dict(target.labels)))
+    metrics = MonitorMetrics()
+    loop = alerting_loop(config, store, slos)
+    metrics.registry.register(SloCollector(loop))
+    scrapes = ScrapeObserver(lambda _s: None, metrics)
+    return ServiceState(store, lambda: config, slos, metrics, scrapes,
+                        RunManager(store.engine), loop, token)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    state = build_state(tmp_path, TOKEN)
+    now = time.time()
+    fill(state.store, now)
+    assert state.alerting is not None
+    state.alerting.evaluate(now)
+    with serving(create_app(state)) as url:
+        yield Api(url, state, now)
+    state.store.close()
