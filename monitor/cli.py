@@ -21,6 +21,8 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "monitor.demo", "start the reference server and show it under load"),
     ("silence", "monitor.alerting.silence_cli", "maintenance windows: Alertmanager silences"),
     ("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),
+    ("dashboards", "monitor.dashboards.cli",
+     "Grafana dashboards from the metric schema: generate, push"),
     ("anomaly", "monitor.anomaly.cli", "anomaly detectors over a timestamp,value CSV"),
     ("bench", "monitor.loadgen.cli", "load runs and rate sweeps against an OpenAI endpoint"),
     ("canary", "monitor.canary.cli", "judge a canary against its baseline (Mann-Whitney)"),

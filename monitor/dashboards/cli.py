@@ -1,0 +1,103 @@
+"""`inferwatch dashboards`: Grafana dashboards generated from the metric schema, and pushed.
+
+    inferwatch dashboards generate                 # -> dashboards/inferwatch-*.json
+    inferwatch dashboards generate --check         # CI: is the checked-in JSON current?
+    inferwatch dashboards push --url http://grafana:3000 --token $GRAFANA_TOKEN
+
+The JSON is generated from monitor/dashboards/panels.yaml, exporters/schema.py and the SLO
+specs (the same ones as the rule file), checked in and reviewed like code; `--check` exits 1
+with a diff when it differs. Exit status 2: inputs unusable, or Grafana unreachable or
+refusing (the message names the URL or file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from pathlib import Path
+
+from monitor.dashboards.push import DEFAULT_TIMEOUT_SECONDS
+
+TOKEN_ENV = "GRAFANA_TOKEN"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    actions = p.add_subparsers(dest="dashboards_action", required=True)
+    gen = actions.add_parser("generate", help="write the dashboards' JSON")
+    gen.add_argument("--out", default="dashboards", help="directory for the JSON files")
+    gen.add_argument("--slos", default="alerts/slos",
+                     help="SLO spec file or directory (for thresholds, budgets, burn rates)")
+    gen.add_argument("--panels", default=None,
+                     help="panel list YAML (default: the packaged panels.yaml)")
+    gen.add_argument("--check", action="store_true",
+                     help="write nothing; exit 1 with a diff if the files are not current")
+    push = actions.add_parser("push", help="save the dashboards into a Grafana folder")
+    push.add_argument("--url", required=True, help="Grafana's URL, e.g. http://grafana:3000")
+    push.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                      help=f"service account token (default: ${TOKEN_ENV})")
+    push.add_argument("--folder", default="inferwatch", help="folder, created if missing")
+    push.add_argument("--dir", default="dashboards", help="directory of dashboard JSON files")
+    push.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS,
+                      help="seconds each request to Grafana may take")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.dashboards_action == "generate":
+        return _generate(args)
+    return _push(args)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from monitor.dashboards.generate import generate_dashboards
+    from monitor.dashboards.spec import PanelFileError, load_panels
+    from monitor.slo.loaders import SloFileError, load_slos
+
+    try:
+        files = generate_dashboards(load_panels(args.panels), load_slos(args.slos))
+    except (PanelFileError, SloFileError, OSError, ValueError) as exc:
+        print(f"inferwatch dashboards generate: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if args.check:
+        return _check(out, files)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out / name).write_text(text)
+        print(f"wrote {out / name}")
+    return 0
+
+
+def _check(out: Path, files: dict[str, str]) -> int:
+    stale = 0
+    for name, text in files.items():
+        path = out / name
+        current = path.read_text() if path.exists() else ""
+        if current == text:
+            continue
+        stale += 1
+        sys.stdout.writelines(difflib.unified_diff(
+            current.splitlines(keepends=True), text.splitlines(keepends=True),
+            fromfile=str(path), tofile=f"{path} (generated)"))
+    if stale:
+        print(f"inferwatch dashboards generate --check: {stale} file(s) out of date; run "
+              "`inferwatch dashboards generate` and commit the result", file=sys.stderr)
+        return 1
+    print(f"{', '.join(str(out / n) for n in files)}: current")
+    return 0
+
+
+def _push(args: argparse.Namespace) -> int:
+    from monitor.dashboards.push import PushError, dashboard_files, push_dashboards
+
+    try:
+        files = dashboard_files(Path(args.dir))
+        pushed = push_dashboards(args.url, args.token, files, folder=args.folder,
+                                 timeout=args.timeout)
+    except PushError as exc:
+        print(f"inferwatch dashboards push: {exc}", file=sys.stderr)
+        return 2
+    for title, url in pushed:
+        print(f"{title}: {url}")
+    return 0

@@ -1,0 +1,148 @@
+"""The pieces of a live monitoring stack for the dashboard test: recorded engine pages on a
+static HTTP server, `inferwatch bridge` in front of them, and a real Prometheus scraping every
+target each second with the SLO recording and alerting rules loaded."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from prometheus_client import CollectorRegistry
+
+from exporters.bridge import Bridge, BridgeConfig, serve_metrics
+from tests.exporters.engine_fixtures import catalog, read_fixture
+from tests.monitor.prometheus_fixture import RunningPrometheus, prometheus_binary
+from tests.processes import free_port, stop_process, wait_ready
+
+# Two GPUs of an 80 GB H100 under load, in DCGM's units (MiB, percent, W, C, MHz).
+_DCGM_VALUES = {
+    "DCGM_FI_DEV_FB_USED": 61440.0, "DCGM_FI_DEV_FB_FREE": 18944.0,
+    "DCGM_FI_DEV_FB_RESERVED": 640.0, "DCGM_FI_DEV_GPU_UTIL": 87.0,
+    "DCGM_FI_DEV_MEM_COPY_UTIL": 42.0, "DCGM_FI_DEV_POWER_USAGE": 512.5,
+    "DCGM_FI_DEV_GPU_TEMP": 64.0, "DCGM_FI_DEV_SM_CLOCK": 1980.0,
+}
+
+
+def dcgm_page() -> str:
+    """A dcgm-exporter page with every default field for GPUs 0 and 1.
+
+    The recorded page (shared/fixtures/engines/dcgm-exporter.prom) shows only clock and
+    temperature fields, and the dashboards need memory and utilization: so, as the adapter
+    tests do, the page is assembled from the exporter's default counter catalog, with the
+    recorded page's label names and GPU 0's UUID, and values chosen above."""
+    recorded = read_fixture("dcgm-exporter.prom")
+    uuid = re.search(r'gpu="0", UUID="([^"]+)"', recorded)
+    assert uuid is not None, "dcgm-exporter.prom: no GPU 0 sample"
+    uuids = (uuid[1], "GPU-0a1b2c3d-0000-4000-8000-000000000001")
+    lines = []
+    for row in catalog("dcgm"):
+        if row.type not in ("gauge", "counter"):
+            continue  # DCGM_FI_DRIVER_VERSION is a label, not a metric
+        lines.append(f"# TYPE {row.name} {row.type}")
+        for gpu, gpu_uuid in enumerate(uuids):
+            value = _DCGM_VALUES.get(row.name, 1.0)
+            lines.append(f'{row.name}{{gpu="{gpu}", UUID="{gpu_uuid}"}} {value!r}')
+    return "\n".join(lines) + "\n"
+
+
+class _PageHandler(BaseHTTPRequestHandler):
+    pages: Mapping[str, str] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.pages.get(self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def static_pages(pages: Mapping[str, str]) -> Iterator[str]:
+    """Serve each text at its path; yield the base URL."""
+    handler = type("Pages", (_PageHandler,), {"pages": dict(pages)})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def running_bridge(target: str, engine: str) -> Iterator[str]:
+    """`inferwatch bridge` (its Bridge and HTTP server, in threads) scraping ``target`` every
+    second; yield its host:port."""
+    registry = CollectorRegistry()
+    stop = threading.Event()
+    with httpx.Client(trust_env=False) as client:
+        bridge = Bridge(BridgeConfig(target=target, engine=engine, interval_seconds=1.0),
+                        registry, client)
+        assert bridge.scrape_once(), f"the bridge could not read {target}"
+        thread = threading.Thread(target=bridge.run, args=(stop,), daemon=True)
+        thread.start()
+        server, url = serve_metrics(registry, "127.0.0.1", 0)
+        try:
+            yield url.removeprefix("http://")
+        finally:
+            stop.set()
+            thread.join(10)
+            server.shutdown()
+            server.server_close()
+
+
+def fast_rules(source: Path, destination: Path, interval: str = "1s") -> Path:
+    """The rule file with every group evaluated each ``interval`` (1m and 5m in the file), so
+    that the recorded series and alerts exist within seconds; the rules are unchanged."""
+    rules = yaml.safe_load(source.read_text())
+    for group in rules["groups"]:
+        group["interval"] = interval
+    destination.write_text(yaml.safe_dump(rules, sort_keys=False, width=1_000_000))
+    return destination
+
+
+@contextmanager
+def prometheus_with_rules(workdir: Path, jobs: Mapping[str, str],
+                          rule_file: Path) -> Iterator[RunningPrometheus]:
+    """Prometheus scraping each job's host:port every second, evaluating ``rule_file``."""
+    binary = prometheus_binary()
+    config = workdir / "prometheus.yml"
+    config.write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                   "evaluation_interval": "1s"},
+        "rule_files": [str(rule_file)],
+        "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [address]}]}
+                           for job, address in jobs.items()],
+    }))
+    address = f"127.0.0.1:{free_port()}"
+    log = workdir / "prometheus.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+             f"--web.listen-address={address}", "--log.level=warn"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    prometheus = RunningPrometheus(f"http://{address}", process, log)
+    try:
+        if not wait_ready(prometheus.url, process, 30.0, "prometheus"):
+            raise RuntimeError(f"prometheus exited; its log:\n{log.read_text()[-3000:]}")
+        yield prometheus
+    finally:
+        stop_process(process)
