@@ -2,8 +2,8 @@
 and evaluate its SLOs and anomalies, alerting through Alertmanager.
 
 The collector, store and alerting of the monitor without the API (that is `inferwatch serve`,
-monitor/serve_cli.py): edits of the targets are applied without a restart (SLO files are read at start);
-Ctrl-C or SIGTERM stops it after writing what is queued.
+monitor/serve_cli.py): edits of the targets are applied without a restart (SLO files are read
+at start); Ctrl-C or SIGTERM stops it after writing what is queued.
 """
 
 from __future__ import annotations

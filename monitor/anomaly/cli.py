@@ -16,7 +16,6 @@ import contextlib
 import csv
 import math
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
 from typing import TextIO
@@ -24,6 +23,7 @@ from typing import TextIO
 from monitor.anomaly.detectors import Direction
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.series import score_series
+from monitor.timeparse import parse_timestamp
 
 
 class SeriesFileError(ValueError):
@@ -89,17 +89,9 @@ def parse_series(handle: TextIO, name: str) -> list[tuple[float, float]]:
 
 def _timestamp(text: str, name: str, number: int) -> float:
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SeriesFileError(f"{name}:{number}: timestamp {text!r} is neither unix seconds "
-                              "nor ISO 8601") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+        return parse_timestamp(text)
+    except ValueError as exc:
+        raise SeriesFileError(f"{name}:{number}: timestamp {exc}") from None
 
 
 def _value(text: str, name: str, number: int) -> float:

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
 
 from monitor.api.errors import bad_request
+from monitor.timeparse import parse_timestamp
 
 
 def parse_time(text: str | None, name: str, default: float) -> float:
     if text is None or text == "":
         return default
     try:
-        value = float(text)
-    except ValueError:
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise bad_request(f"{name}={text!r}: give unix seconds or an ISO 8601 time "
-                              "(2026-11-21T10:00:00Z)") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return moment.timestamp()
+        value = parse_timestamp(text)
+    except ValueError as exc:
+        raise bad_request(f"{name}: {exc}") from None
     if not math.isfinite(value) or not 0 <= value < 1e11:
         raise bad_request(f"{name}={text!r}: not a time in unix seconds")
     return value

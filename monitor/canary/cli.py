@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import sys
-from datetime import datetime
 from pathlib import Path
 
 from monitor.canary.config import CanaryConfigError, load_judge_config
@@ -36,6 +35,7 @@ from monitor.loadgen.cli import (
 from monitor.loadgen.metrics import write_records
 from monitor.loadgen.runner import Limits, Progress, ProgressCallback, check_endpoint
 from monitor.loadgen.workload import WorkloadError
+from monitor.timeparse import parse_timestamp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,14 +75,9 @@ def _judge_arguments(p: argparse.ArgumentParser) -> None:
 
 def _time(text: str) -> float:
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither unix seconds nor ISO 8601") \
-            from None
+        return parse_timestamp(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,10 +13,11 @@ refusing (the message names the URL or file).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 from pathlib import Path
+
+from monitor.generated import check_generated, write_generated
 
 from monitor.dashboards.push import DEFAULT_TIMEOUT_SECONDS
 
@@ -61,30 +62,8 @@ def _generate(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     if args.check:
-        return _check(out, files)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (out / name).write_text(text)
-        print(f"wrote {out / name}")
-    return 0
-
-
-def _check(out: Path, files: dict[str, str]) -> int:
-    stale = 0
-    for name, text in files.items():
-        path = out / name
-        current = path.read_text() if path.exists() else ""
-        if current == text:
-            continue
-        stale += 1
-        sys.stdout.writelines(difflib.unified_diff(
-            current.splitlines(keepends=True), text.splitlines(keepends=True),
-            fromfile=str(path), tofile=f"{path} (generated)"))
-    if stale:
-        print(f"inferwatch dashboards generate --check: {stale} file(s) out of date; run "
-              "`inferwatch dashboards generate` and commit the result", file=sys.stderr)
-        return 1
-    print(f"{', '.join(str(out / n) for n in files)}: current")
+        return check_generated(out, files, "inferwatch dashboards generate")
+    write_generated(out, files)
     return 0
 
 

@@ -8,9 +8,10 @@ JSON shape changes only when these classes do.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
+
+from monitor.json_safe import json_safe
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +90,6 @@ class SloReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The API's JSON body: NaN and infinities become None, tuples lists."""
-        safe = _json_safe(dataclasses.asdict(self))
+        safe = json_safe(dataclasses.asdict(self))
         assert isinstance(safe, dict)
         return safe
-
-
-def _json_safe(value: object) -> object:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value

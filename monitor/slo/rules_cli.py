@@ -13,10 +13,11 @@ when they differ from what the specs generate. Exit status 2: specs or options u
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from monitor.generated import check_generated, write_generated
 from typing import Final
 
 from monitor.slo.durations import parse_duration
@@ -69,30 +70,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     if args.check:
-        return _check(out, files)
-    for name, text in files.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path}")
+        return check_generated(out, files, "inferwatch rules generate")
+    write_generated(out, files)
     print(f"{len(slos)} SLOs from {args.slos}")
     return 0
 
 
-def _check(out: Path, files: dict[str, str]) -> int:
-    stale = 0
-    for name, text in files.items():
-        path = out / name
-        current = path.read_text() if path.exists() else ""
-        if current == text:
-            continue
-        stale += 1
-        sys.stdout.writelines(difflib.unified_diff(
-            current.splitlines(keepends=True), text.splitlines(keepends=True),
-            fromfile=str(path), tofile=f"{path} (generated)"))
-    if stale:
-        print(f"inferwatch rules generate --check: {stale} file(s) out of date; run "
-              "`inferwatch rules generate` and commit the result", file=sys.stderr)
-        return 1
-    print(f"{', '.join(str(out / n) for n in files)}: current")
-    return 0

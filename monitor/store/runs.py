@@ -7,7 +7,6 @@ leaves a ``running`` row behind rather than nothing, and the API can list runs i
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, RowMapping, func, insert, select, update
 
+from monitor.json_safe import json_safe
 from monitor.store.models import BenchRun
 from monitor.store.writes import write_transaction
 
@@ -32,17 +32,6 @@ class RunRow:
     result: dict[str, Any] | None
     artifacts: dict[str, str]
     error: str | None
-
-
-def json_safe(value: Any) -> Any:
-    """NaN and inf become None: JSON columns (and PostgreSQL's json) refuse them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def start_run(engine: Engine, kind: str, name: str, config: Mapping[str, Any],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +78,9 @@ def build_state(tmp_path: Path, token: str | None) -> ServiceState:
                         RunManager(store.engine), loop, token)
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
+@contextmanager
+def served_api(tmp_path: Path) -> Iterator[Api]:
+    """The API over the filled store, evaluated once, on a port-0 uvicorn server."""
     state = build_state(tmp_path, TOKEN)
     now = time.time()
     fill(state.store, now)
@@ -87,3 +89,9 @@ def api(tmp_path: Path) -> Iterator[Api]:
     with serving(create_app(state)) as url:
         yield Api(url, state, now)
     state.store.close()
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    with served_api(tmp_path) as served:
+        yield served

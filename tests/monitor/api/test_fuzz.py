@@ -11,9 +11,7 @@ work with pytest 9 (it writes a private attribute of the test node)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,24 +19,15 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from monitor.api import create_app
-from tests.asgi_thread import serving
-from tests.monitor.api.conftest import TOKEN, build_state, fill
+from tests.monitor.api.conftest import TOKEN, served_api
 
 EXAMPLES_PER_OPERATION = 40
 
 
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    tmp: Path = tmp_path_factory.mktemp("fuzz")
-    state = build_state(tmp, TOKEN)
-    now = time.time()
-    fill(state.store, now)
-    assert state.alerting is not None
-    state.alerting.evaluate(now)
-    with serving(create_app(state)) as url:
-        yield schemathesis.openapi.from_url(f"{url}/openapi.json")
-    state.store.close()
+    with served_api(tmp_path_factory.mktemp("fuzz")) as api:
+        yield schemathesis.openapi.from_url(f"{api.url}/openapi.json")
 
 
 def _operations(schema: Any) -> list[Any]:
