@@ -18,7 +18,9 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("collect", "monitor.collect_cli", "scrape the targets of inferwatch.yaml into the store"),
     ("serve", "monitor.serve_cli",
      "the monitor service: collector, SLO evaluation, alerting and the HTTP API"),
-    ("demo", "monitor.demo", "start the reference server and show it under load"),
+    ("demo", "monitor.demo",
+     "the whole stack on this machine: reference server, monitor, Prometheus, Alertmanager, "
+     "a load that rises and falls and a fault"),
     ("silence", "monitor.alerting.silence_cli", "maintenance windows: Alertmanager silences"),
     ("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),
     ("dashboards", "monitor.dashboards.cli",

@@ -1,102 +1,74 @@
-"""`inferwatch demo`: the embedded stack on one machine.
+"""`inferwatch demo` (what `make run` runs): the whole stack on one machine, one command.
 
-For now: start the reference server on CPU, send it a short Poisson load, and print
-tokens/s and latency percentiles measured by the client beside what the server's own
-/metrics reports. Later issues add the monitor, alerting and dashboards here.
+Starts the reference server on CPU, the monitor (`inferwatch serve`) with its SQLite store,
+Alertmanager and Prometheus when their binaries exist (otherwise a built-in receiver logs the
+alerts), and a load that rises and falls; injects a fault a third of the way in; shows tokens/s,
+batch utilization, p99 TTFT, each SLO's budget left and the alerts as they fire and resolve.
+Ctrl-C stops everything it started. The parts are in ``monitor.stack``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import os
-import re
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from pathlib import Path
 
-import httpx
+from monitor.stack.display import Console
+from monitor.stack.faults import KINDS, FaultPlan
+from monitor.stack.launch import StackOptions
+from monitor.stack.load import LoadShape
+from monitor.stack.reference import reference_server
+from monitor.stack.session import DemoOptions, run_demo
 
-from monitor.loadgen import LengthDist, WorkloadSpec, send_requests, summarize
-
-_LISTENING = re.compile(r"listening on (http://\S+)")
+__all__ = ["add_arguments", "reference_server", "run"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="tiny")
-    p.add_argument("--num-requests", type=int, default=60)
-    p.add_argument("--rate", type=float, default=4.0, help="Poisson arrival rate, requests/s")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--duration", type=float, default=600.0,
+                   help="seconds of load once the stack is up (default 600)")
+    p.add_argument("--model", default="tiny", help="the reference server's model")
+    p.add_argument("--low-rate", type=float, default=1.0, help="requests/s at start and end")
+    p.add_argument("--peak-rate", type=float, default=5.0, help="requests/s mid-run")
+    p.add_argument("--fault-kind", default="error_rate", choices=[*KINDS, "none"])
+    p.add_argument("--fault-at", type=float, default=None,
+                   help="seconds into the load (default: 35%% of --duration)")
+    p.add_argument("--fault-duration", type=float, default=None,
+                   help="seconds (default: a tenth of --duration, 30 to 60)")
+    p.add_argument("--fault-value", type=float, default=None,
+                   help="the fault's value (default per kind, e.g. error_rate 0.5)")
+    p.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus")
+    p.add_argument("--no-alertmanager", action="store_true",
+                   help="use the built-in alert receiver even where Alertmanager exists")
+    p.add_argument("--seed", type=int, default=0, help="seed of the load's arrivals and lengths")
+    p.add_argument("--keep-dir", action="store_true",
+                   help="keep the work directory (configs, store, logs) and print its path")
+    p.add_argument("--pid-file", type=Path, default=None,
+                   help="append each child's pid and name to this file as it starts")
     p.add_argument("--startup-timeout", type=float, default=120.0)
+    p.add_argument("--refresh", type=float, default=2.0, help="seconds between refreshes")
 
 
-@contextlib.contextmanager
-def reference_server(extra_args: list[str], startup_timeout: float,
-                     cpus: set[int] | None = None) -> Iterator[str]:
-    """Start `inferwatch reference-server --port 0` as a child (on ``cpus`` only, when given);
-    yield its base URL."""
-    cmd = [sys.executable, "-m", "monitor.cli", "--log-level", "WARNING", "reference-server",
-           "--port", "0", *extra_args]
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=pin)
-    try:
-        yield _wait_for_url(proc, startup_timeout)
-    finally:
-        _stop(proc)
-
-
-def _wait_for_url(proc: subprocess.Popen[str], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
-    seen: list[str] = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            raise RuntimeError("reference server exited during start:\n" + "".join(seen))
-        seen.append(line)
-        if match := _LISTENING.search(line):
-            return match.group(1)
-    raise RuntimeError(f"reference server did not start in {timeout:g} s:\n" + "".join(seen))
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _server_view(base_url: str) -> str:
-    text = httpx.get(f"{base_url}/metrics", timeout=10).text
-    wanted = ("gen_ai_server_generation_tokens_total", "gen_ai_server_prompt_tokens_total",
-              "gen_ai_server_requests_total", "gen_ai_server_preemptions_total",
-              "gen_ai_server_kv_cache_usage_ratio")
-    lines = [ln for ln in text.splitlines() if ln.startswith(wanted)]
-    return "\n".join("  " + ln for ln in lines)
+def _options(args: argparse.Namespace) -> DemoOptions:
+    """The run's options; ValueError naming the flag when they cannot work together."""
+    shape = LoadShape(args.low_rate, args.peak_rate, args.duration)
+    fault = None
+    if args.fault_kind != "none":
+        fault = FaultPlan.for_run(args.fault_kind, args.duration, at_seconds=args.fault_at,
+                                  duration_seconds=args.fault_duration, value=args.fault_value)
+        if fault.at_seconds >= args.duration:
+            raise ValueError(f"--fault-at {fault.at_seconds:g} is past the end of the load "
+                             f"(--duration {args.duration:g})")
+    stack = StackOptions(model=args.model, prometheus=not args.no_prometheus,
+                         alertmanager=not args.no_alertmanager,
+                         startup_timeout_seconds=args.startup_timeout, pid_file=args.pid_file)
+    return DemoOptions(stack, shape, fault, seed=args.seed, keep_dir=args.keep_dir,
+                       refresh_seconds=args.refresh)
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = WorkloadSpec(input_len=LengthDist("lognormal", 200, 0.6),
-                        output_len=LengthDist("lognormal", 64, 0.6),
-                        chars_per_token=1.0, seed=args.seed)   # the byte-level tokenizer
-    workload = spec.requests(args.num_requests, args.rate)
-    print(f"starting the reference server (model {args.model}) ...", flush=True)
     try:
-        with reference_server(["--model", args.model], args.startup_timeout) as url:
-            print(f"server at {url}; sending {len(workload)} requests at {args.rate:g} req/s "
-                  "(Poisson, lognormal lengths, streaming)", flush=True)
-            records = asyncio.run(send_requests(url, args.model, workload))
-            print(summarize(records).format())
-            print("the server's own /metrics (normalized schema):")
-            print(_server_view(url))
-    except KeyboardInterrupt:
-        print("interrupted; server stopped", file=sys.stderr)
-        return 130
-    return 0
+        options = _options(args)
+    except ValueError as exc:
+        print(f"inferwatch demo: {exc}", file=sys.stderr)
+        return 2
+    return run_demo(options, Console())

@@ -96,6 +96,7 @@ class _Tracked:
     raw: EventHistory | None       # timeslice SLOs: the raw SLI per minute
     closed_through: float | None = None
     window_seconds: tuple[float, ...] = field(default_factory=tuple)
+    watching_since: float | None = None  # the first tick
 
 
 class SloEvaluator:
@@ -126,6 +127,8 @@ class SloEvaluator:
 
     def _evaluate(self, tracked: _Tracked, now: float) -> SloStatus:
         slo = tracked.slo
+        if tracked.watching_since is None:
+            tracked.watching_since = now
         closed_end = math.floor((now - self.settle_seconds) / _MINUTE) * _MINUTE
         self._catch_up(tracked, closed_end, now)
         open_part = Counts()
@@ -242,6 +245,11 @@ def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, Wi
             open_part: Counts) -> SloStatus:
     slo = tracked.slo
     no_data_window = tracked.events.last(round(slo.alerting.no_data_after_seconds / _MINUTE))
+    # "No data for X" is known once X has been watched: by this evaluator since its first
+    # tick, or through stored data older than the window (a fresh monitor over an empty store
+    # does not raise it at start).
+    watched = (now - (tracked.watching_since or now) >= slo.alerting.no_data_after_seconds
+               or period.data_minutes > 0)
     no_data = (no_data_window + open_part).data_minutes == 0
     budget_used = period.error_ratio / slo.error_budget if period.total > 0 else math.nan
     remaining = 1.0 - budget_used
@@ -250,7 +258,7 @@ def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, Wi
     conditions = [_burn_condition(slo, w, burns[w.long_seconds], burns[w.short_seconds],
                                   remaining, tte, no_data)
                   for w in tracked.windows]
-    conditions.append(_no_data_condition(slo, no_data))
+    conditions.append(_no_data_condition(slo, no_data and watched))
     state = (SloState.NO_DATA if no_data
              else SloState.BURNING if any(c.active for c in conditions) else SloState.OK)
     return SloStatus(

@@ -94,6 +94,20 @@ def test_no_data_is_its_own_state_never_met() -> None:
     assert math.isnan(next(b for b in status.burn_rates if b.window == "5m").burn_rate)
 
 
+def test_a_fresh_monitor_over_an_empty_store_raises_no_data_only_after_watching_for_it(
+        ) -> None:
+    good, total, has = series(1)
+    good[:] = total[:] = 0.0
+    has[:] = False                     # nothing stored, ever: the monitor has just started
+    evaluator = SloEvaluator([slo()], MinuteArraySource(T0, {"avail": (good, total, has)}),
+                             settle_seconds=0)
+    start = T0 + DAY * 60 - 3600
+    first = evaluator.tick(start)[0]
+    assert first.state is SloState.NO_DATA and active(first, NO_DATA_ALERT) == []
+    assert active(evaluator.tick(start + 14 * 60)[0], NO_DATA_ALERT) == []
+    assert active(evaluator.tick(start + 15 * 60)[0], NO_DATA_ALERT) == ["15m"]
+
+
 def test_incremental_ticks_equal_a_fresh_evaluation() -> None:
     rng = np.random.default_rng(7)
     n = 4 * DAY
