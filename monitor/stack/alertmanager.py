@@ -8,13 +8,7 @@ from typing import Any, Final
 
 import yaml
 
-from monitor.stack.processes import (
-    Service,
-    find_binary,
-    start_child,
-    start_on_free_port,
-    wait_http_ready,
-)
+from monitor.stack.processes import Service, find_binary, start_http_service
 
 # Debian and Ubuntu package it as prometheus-alertmanager; upstream releases as alertmanager.
 BINARY_NAMES: Final = ("prometheus-alertmanager", "alertmanager")
@@ -43,18 +37,8 @@ def start_alertmanager(binary: str, workdir: Path, config: dict[str, Any], *,
     config_path = workdir / "alertmanager.yml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
-    def start(port: int) -> Service:
-        url = f"http://127.0.0.1:{port}"
-        child = start_child("Alertmanager", [
-            binary, f"--config.file={config_path}", f"--storage.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-            f"--web.external-url={url}", "--log.level=warn"],
-            log_path=workdir / "alertmanager.log")
-        try:
-            wait_http_ready(child, f"{url}/-/ready", timeout)
-        except BaseException:
-            child.stop()
-            raise
-        return Service("Alertmanager", url, child)
-
-    return start_on_free_port(start)
+    return start_http_service("Alertmanager", lambda url, port: [
+        binary, f"--config.file={config_path}", f"--storage.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+        f"--web.external-url={url}", "--log.level=warn"],
+        log_path=workdir / "alertmanager.log", timeout=timeout)

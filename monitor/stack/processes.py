@@ -221,3 +221,20 @@ def start_on_free_port(start: Callable[[int], Service], attempts: int = 3) -> Se
             if not address_in_use(exc) or attempt == attempts:
                 raise
     raise AssertionError("unreachable")
+
+
+def start_http_service(name: str, argv: Callable[[str, int], Sequence[str]], *,
+                       log_path: Path, timeout: float, ready_path: str = "/-/ready") -> Service:
+    """A child serving HTTP on a free loopback port: ``argv(url, port)`` starts it; returns
+    once ``ready_path`` answers (the child is stopped if it never does)."""
+    def start(port: int) -> Service:
+        url = f"http://127.0.0.1:{port}"
+        child = start_child(name, argv(url, port), log_path=log_path)
+        try:
+            wait_http_ready(child, f"{url}{ready_path}", timeout)
+        except BaseException:
+            child.stop()
+            raise
+        return Service(name, url, child)
+
+    return start_on_free_port(start)

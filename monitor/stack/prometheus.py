@@ -10,13 +10,7 @@ from typing import Any, Final
 import httpx
 import yaml
 
-from monitor.stack.processes import (
-    Service,
-    find_binary,
-    start_child,
-    start_on_free_port,
-    wait_http_ready,
-)
+from monitor.stack.processes import Service, find_binary, start_http_service
 
 BINARY_NAMES: Final = ("prometheus",)
 
@@ -59,17 +53,7 @@ def start_prometheus(binary: str, workdir: Path, config: Mapping[str, Any], *,
     config_path = workdir / "prometheus.yml"
     config_path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
 
-    def start(port: int) -> Service:
-        url = f"http://127.0.0.1:{port}"
-        child = start_child("Prometheus", [
-            binary, f"--config.file={config_path}", f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}", f"--web.external-url={url}",
-            "--log.level=warn"], log_path=workdir / "prometheus.log")
-        try:
-            wait_http_ready(child, f"{url}/-/ready", timeout)
-        except BaseException:
-            child.stop()
-            raise
-        return Service("Prometheus", url, child)
-
-    return start_on_free_port(start)
+    return start_http_service("Prometheus", lambda url, port: [
+        binary, f"--config.file={config_path}", f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}", f"--web.external-url={url}",
+        "--log.level=warn"], log_path=workdir / "prometheus.log", timeout=timeout)

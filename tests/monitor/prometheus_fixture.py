@@ -42,7 +42,7 @@ def prometheus_binary() -> str:
 @dataclass
 class RunningPrometheus:
     url: str
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[Any]
     log_path: Path
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:

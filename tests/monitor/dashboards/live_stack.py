@@ -5,7 +5,6 @@ target each second with the SLO recording and alerting rules loaded."""
 from __future__ import annotations
 
 import re
-import subprocess
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -18,9 +17,9 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from exporters.bridge import Bridge, BridgeConfig, serve_metrics
+from monitor.stack.prometheus import prometheus_config, start_prometheus
 from tests.exporters.engine_fixtures import catalog, read_fixture
 from tests.monitor.prometheus_fixture import RunningPrometheus, prometheus_binary
-from tests.processes import free_port, stop_process, wait_ready
 
 # Two GPUs of an 80 GB H100 under load, in DCGM's units (MiB, percent, W, C, MHz).
 _DCGM_VALUES = {
@@ -122,27 +121,14 @@ def fast_rules(source: Path, destination: Path, interval: str = "1s") -> Path:
 @contextmanager
 def prometheus_with_rules(workdir: Path, jobs: Mapping[str, str],
                           rule_file: Path) -> Iterator[RunningPrometheus]:
-    """Prometheus scraping each job's host:port every second, evaluating ``rule_file``."""
+    """Prometheus (the demo's launcher) scraping each job's host:port every second,
+    evaluating ``rule_file``."""
     binary = prometheus_binary()
-    config = workdir / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                   "evaluation_interval": "1s"},
-        "rule_files": [str(rule_file)],
-        "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [address]}]}
-                           for job, address in jobs.items()],
-    }))
-    address = f"127.0.0.1:{free_port()}"
-    log = workdir / "prometheus.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address={address}", "--log.level=warn"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    prometheus = RunningPrometheus(f"http://{address}", process, log)
+    config = prometheus_config({job: f"http://{address}" for job, address in jobs.items()},
+                               interval_seconds=1.0, rule_files=[str(rule_file)])
+    service = start_prometheus(binary, workdir, config)
     try:
-        if not wait_ready(prometheus.url, process, 30.0, "prometheus"):
-            raise RuntimeError(f"prometheus exited; its log:\n{log.read_text()[-3000:]}")
-        yield prometheus
+        yield RunningPrometheus(service.url, service.child.process,
+                                workdir / "prometheus.log")
     finally:
-        stop_process(process)
+        service.stop()
