@@ -12,6 +12,8 @@ import socket
 import sys
 from pathlib import Path
 
+from sqlalchemy import make_url
+
 from monitor.collect_cli import load_config_slos
 from monitor.config import ConfigError, ConfigWatcher
 from monitor.service import MonitorService, ServeSettings
@@ -41,8 +43,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch serve: {exc}", file=sys.stderr)
         return 2
     url = args.store or watcher.config.store.url
-    store = open_store(url)
-    store.migrate()
+    try:
+        store = open_store(url)
+        store.migrate()
+    except Exception as exc:  # any driver or migration error: say which store, then stop
+        print(f"inferwatch serve: cannot open the store {_shown(url)}: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     service = MonitorService(watcher, slos, store, settings)
     try:
         sock = service.bind()
@@ -65,6 +72,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch serve: stopped; {service.recorder.writer.num_dropped} snapshots "
               "dropped", flush=True)
     return 0
+
+
+def _shown(url: str) -> str:
+    """The store URL without its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not even a URL: the config check names it
+        return url
 
 
 async def _serve(service: MonitorService, sock: socket.socket) -> None:

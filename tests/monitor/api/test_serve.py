@@ -120,7 +120,9 @@ def test_serve_scrapes_evaluates_answers_and_stops_cleanly(reference: str,
     (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0 without a token"),
     (["--token", "short"], "at least 16 characters"),
     (["--config", "/nonexistent/inferwatch.yaml"], "/nonexistent/inferwatch.yaml"),
-], ids=["open host without token", "weak token", "missing config"])
+    (["--store", "postgresql+psycopg://nobody:x@127.0.0.1:9/none"],
+     "cannot open the store postgresql+psycopg://nobody:***@127.0.0.1:9/none"),
+], ids=["open host without token", "weak token", "missing config", "unreachable store"])
 def test_serve_refuses_bad_settings_naming_them(tmp_path: Path, args: list[str],
                                                 needle: str) -> None:
     config = write_config(tmp_path, "http://127.0.0.1:9")
