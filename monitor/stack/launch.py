@@ -60,27 +60,32 @@ class Stack:
 
 
 def launch(options: StackOptions, workdir: Path, cleanup: contextlib.ExitStack, say: Say,
-           on_notice: NoticeCallback) -> Stack:
+           on_notice: NoticeCallback, check: Callable[[], None] = lambda: None) -> Stack:
     """Start everything; raises ChildError (or KeyboardInterrupt) with what started stopped
-    by ``cleanup`` when the caller closes it."""
+    by ``cleanup`` when the caller closes it. ``check()`` runs after each part (it raises
+    KeyboardInterrupt when a signal came meanwhile)."""
     token = secrets.token_urlsafe(16)
     say(f"starting the reference server (model {options.model}, CPU) ...")
     child, url = start_reference_server(
         ["--model", options.model, "--max-num-seqs", str(MAX_NUM_SEQS),
-         "--enable-fault-injection", "--admin-token", token],
+         "--enable-fault-injection", f"--admin-token={token}"],  # "=": it may start with "-"
         options.startup_timeout_seconds, log_path=workdir / "reference-server.log")
     reference = _started(Service("reference server", url, child), cleanup, options, say)
+    check()
     receiver = AlertReceiver(on_notice).start()
     cleanup.callback(receiver.stop)
     am = _alertmanager(options, workdir, receiver, cleanup, say)
+    check()
     slos_path, slos = write_slos(workdir)
     files = MonitorFiles(workdir, url, slos_path, am.url if am else receiver.url)
     say("starting the monitor (inferwatch serve, SQLite store) ...")
     monitor = _started(start_monitor(files.write, log_path=workdir / "monitor.log",
                                      timeout=options.startup_timeout_seconds),
                        cleanup, options, say)
+    check()
     prom = _prometheus(options, workdir, slos, {TARGET: url, "inferwatch": monitor.url},
                        am.url if am else receiver.url, cleanup, say)
+    check()
     return Stack(workdir, reference, token, receiver, monitor, am, prom, tuple(slos),
                  options.model)
 

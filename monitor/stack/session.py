@@ -65,7 +65,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     status = 0
     with interrupts.installed():
         try:
-            stack = launch(options.stack, workdir, cleanup, console.event, on_notice)
+            stack = launch(options.stack, workdir, cleanup, console.event, on_notice,
+                           interrupts.raise_if_received)
             print_urls(console, stack, options)
             driver = Driver(stack, options.shape, options.fault, console, interrupts,
                             options.seed, options.refresh_seconds)

@@ -41,6 +41,15 @@ class Interrupts:
 
     def attach(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
         self._stop = (loop, stop)
+        if self.received is not None:  # it came, but its KeyboardInterrupt was swallowed
+            stop.set()
+
+    def raise_if_received(self) -> None:
+        """KeyboardInterrupt if a signal came: the one raised by ``_handle`` can be lost
+        when it lands in code that ignores exceptions (an os.fork at-fork hook such as
+        logging's, run by subprocess), so the start checks again after each part."""
+        if self.received is not None:
+            raise KeyboardInterrupt
 
     def detach(self) -> None:
         self._stop = None

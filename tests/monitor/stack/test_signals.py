@@ -47,3 +47,25 @@ def test_during_the_run_a_signal_sets_the_stop_event():
     with interrupts.installed():
         asyncio.run(run())
     assert interrupts.exit_status == 130
+
+
+def test_a_signal_whose_interrupt_was_swallowed_still_stops_the_start_and_the_run():
+    # logging's at-fork hook (run by every subprocess start) ignores exceptions: the
+    # KeyboardInterrupt raised there is lost, but the signal is noted and acted on later.
+    interrupts = Interrupts()
+    with interrupts.installed():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)
+        except KeyboardInterrupt:
+            pass  # swallowed, as in the hook
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.raise_if_received()
+
+        async def run() -> bool:
+            stop = asyncio.Event()
+            interrupts.attach(asyncio.get_running_loop(), stop)
+            return stop.is_set()
+
+        assert asyncio.run(run())
+    assert interrupts.exit_status == 128 + signal.SIGTERM
