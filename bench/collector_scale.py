@@ -29,7 +29,6 @@ import multiprocessing
 from multiprocessing.context import SpawnProcess
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -44,6 +43,7 @@ import yaml
 
 from bench.cpu_meter import BUSY_WARNING_CORES, OtherCpuMeter
 from bench.scale_targets import build_page, serve
+from exporters.sockets import free_port
 from monitor.collector import Collector
 from monitor.config import MonitorConfig
 from monitor.snapshot import Snapshot, TargetState
@@ -126,13 +126,6 @@ class PromResult:
 
 
 # --- the target server -------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
 
 def start_server(port: int) -> SpawnProcess:
     process = multiprocessing.get_context("spawn").Process(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from exporters.sockets import bind_socket
 from monitor.alerting.loop import AlertingLoop
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
@@ -83,12 +84,7 @@ class MonitorService:
         self.app = create_app(self.state)
 
     def bind(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.settings.host, self.settings.port))
-        sock.listen(1024)
-        return sock
+        return bind_socket(self.settings.host, self.settings.port)
 
     async def run(self, stop: asyncio.Event, sock: socket.socket,
                   on_listening: Callable[[str], None] | None = None) -> None:

@@ -10,7 +10,8 @@ import uvicorn
 from prometheus_client import disable_created_metrics
 
 from reference_server.config import EngineConfig
-from reference_server.server import bind_socket, build_server
+from exporters.sockets import bind_socket
+from reference_server.server import build_server
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,6 @@ metrics registry and the FastAPI app."""
 from __future__ import annotations
 
 import logging
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,14 +101,3 @@ def build_server(config: EngineConfig) -> ReferenceServer:
     async_engine = AsyncEngine(engine)
     return ReferenceServer(create_app(async_engine, engine.metrics, registry), async_engine,
                            registry)
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening socket; port 0 picks a free port (read it back with getsockname)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock

@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from reference_server.server import bind_socket
+from exporters.sockets import bind_socket
 
 
 @contextmanager

@@ -3,19 +3,14 @@ for /-/ready, and stopping them cleanly."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 
 import httpx
 
+from exporters.sockets import free_port
 
-def free_port() -> int:
-    """A loopback port nothing listens on (at the time of asking)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+__all__ = ["free_port", "stop_process", "wait_ready"]
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes] | None, timeout: float,

@@ -22,6 +22,7 @@ from monitor.store import Selector, Store
 from monitor.store.queries import counter_series, gauge_series, histogram_series
 
 THROUGHPUT: Final = "tokens_per_second"
+OUTPUT_THROUGHPUT: Final = "output_tokens_per_second"  # shown by the API, not scored
 OFFERED_LOAD: Final = "offered_requests_per_second"
 
 
@@ -102,6 +103,7 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
         requests = finished[k] + _zero_if_nan(rejected[k], finished[k])  # finished + rejected
         rows.append((t, {
             THROUGHPUT: (prompt[k] + generated[k]) / seconds,
+            OUTPUT_THROUGHPUT: generated[k] / seconds,
             OFFERED_LOAD: max(requests + _zero_if_nan(growth, requests), 0.0) / seconds,
             "ttft_p99_seconds": ttft[k],
             "itl_p99_seconds": itl[k],

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,8 @@ from typing import Final, TextIO
 
 import httpx
 
+from exporters.sockets import free_port
+
 _PR_SET_PDEATHSIG: Final = 1
 _TAIL_LINES: Final = 200
 STOP_TIMEOUT_SECONDS: Final = 10.0
@@ -33,14 +34,6 @@ STOP_TIMEOUT_SECONDS: Final = 10.0
 
 class ChildError(RuntimeError):
     """A child that could not start; the message names it and quotes its last output."""
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (at the time of asking: bind may still race)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Child:

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Query
 
-from exporters import schema
-from monitor.anomaly.features import SCORED, THROUGHPUT, read_features
+from monitor.anomaly.features import OUTPUT_THROUGHPUT, SCORED, THROUGHPUT, read_features
 from monitor.api.convert import finite, target_out
 from monitor.api.deps import Limit, Offset, StateDep
 from monitor.api.errors import bad_request, not_found
 from monitor.api.schemas import ErrorBody, Page, SeriesOut, TargetOut
-from monitor.api.state import ServiceState
 from monitor.api.timeparse import parse_range
-from monitor.store import Selector
-from monitor.store.queries import counter_series
 
 router = APIRouter(prefix="/api/v1/targets", tags=["targets"])
 
-OUTPUT_THROUGHPUT: Final = "output_tokens_per_second"
-# Metric -> unit. All but the output rate are the anomaly detectors' per-step features.
+# Metric -> unit: the anomaly detectors' per-step features.
 UNITS: Final[dict[str, str]] = {
     THROUGHPUT: "tokens/s", OUTPUT_THROUGHPUT: "tokens/s", "batch_utilization": "ratio",
     **{f.name: f.unit or "ratio" for f in SCORED}}
@@ -67,21 +61,8 @@ def series(state: StateDep, name: str, metric: MetricName,
     if (end_s - start_s) / step > MAX_POINTS:
         raise bad_request(f"{(end_s - start_s) / step:.0f} points asked; at most {MAX_POINTS}: "
                           "raise step or shorten the range")
-    points = (_output_rate(state, name, start_s, end_s, step) if metric == OUTPUT_THROUGHPUT
-              else [(t, finite(row[metric]))
-                    for t, row in read_features(state.store, name, start_s, end_s, step)])
+    points = [(t, finite(row[metric]))
+              for t, row in read_features(state.store, name, start_s, end_s, step)]
     return SeriesOut(target=name, metric=metric, unit=UNITS[metric], start=start_s, end=end_s,
                      step=step, points=points)
 
-
-def _output_rate(state: ServiceState, name: str, start: float, end: float, step: float
-                 ) -> list[tuple[float, float | None]]:
-    metric = schema.get_spec(schema.GENERATION_TOKENS).exposed_name
-    points = counter_series(state.store, Selector(target=name), metric, start, end, step)
-    out: list[tuple[float, float | None]] = []
-    previous = start
-    for t, value in points:
-        seconds = t - previous
-        previous = t
-        out.append((t, value / seconds if value is not None and seconds > 0 else None))
-    return [(t, v if v is None or math.isfinite(v) else None) for t, v in out]

@@ -109,6 +109,7 @@ def test_serve_scrapes_evaluates_answers_and_stops_cleanly(reference: str,
         assert re.search(r'inferwatch_scrape_duration_seconds_count\{target="ref"\} [1-9]',
                          metrics)
         assert 'inferwatch_slo_budget_remaining_ratio{slo="availability"} 1.0' in metrics
+        assert re.search(r"inferwatch_evaluation_duration_seconds_count [1-9]", metrics)
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
