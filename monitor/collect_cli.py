@@ -26,6 +26,7 @@ from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
 from monitor.recorder import StoreRecorder
 from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.loaders import SloFileError, load_slos
+from monitor.slo.windows import check_short_windows
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
 from monitor.store import Store, open_store
@@ -80,6 +81,12 @@ def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
+    interval = max([config.alerting.evaluation_interval_seconds,
+                    *(t.scrape_interval_seconds for t in config.targets)])
+    try:
+        check_short_windows(slos, interval, "longest scrape or evaluation interval")
+    except ValueError as exc:
+        raise SloFileError(", ".join(config.slos), [str(exc)]) from None
     return slos
 
 

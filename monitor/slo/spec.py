@@ -210,7 +210,8 @@ class ExplicitWindow(_Model):
     severity: Literal["page", "ticket"]
     long_seconds: float
     short_seconds: float
-    factor: float = Field(gt=0)
+    # Below 1 an alert would fire while the budget is on course to last the period.
+    factor: float = Field(ge=1)
     for_seconds: float = Field(default=0.0, ge=0)
 
     @field_validator("long_seconds", "short_seconds", mode="before")

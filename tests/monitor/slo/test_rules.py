@@ -229,7 +229,7 @@ def test_min_events_calendar_and_page_only() -> None:
     assert "inferwatch_slo:error_ratio:ratio_rate1w" in records  # calendar week: nominal 7d
     windows = [r["labels"]["window"] for r in group(text, "inferwatch-slo-rejections")["rules"]
                if r.get("alert") == BURN_ALERT]
-    assert windows == ["1h/5m", "6h/30m"]
+    assert windows == ["14m/2m", "1h24m/7m"]  # a week scales the 30-day windows by 7/30
 
 
 def test_sliced_groups() -> None:
