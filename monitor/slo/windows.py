@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from importlib import resources
@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from monitor.slo.durations import format_duration, parse_duration
-from monitor.slo.spec import Slo
+from monitor.slo.spec import AlertTemplate, Slo
 
 # Alert names shared by the monitor's evaluator and the generated Prometheus rules.
 BURN_ALERT = "InferwatchSLOBurnRate"
@@ -137,6 +137,8 @@ class BurnWindow:
     budget_consumed: float
     factor: float
     for_seconds: float
+    # An explicit condition's own alert settings (not part of what makes two windows equal).
+    template: AlertTemplate = field(default_factory=AlertTemplate, compare=False)
 
     @property
     def name(self) -> str:
@@ -187,7 +189,7 @@ def burn_windows(slo: Slo, path: str | Path | None = None) -> tuple[BurnWindow, 
     if slo.alerting.windows:
         return tuple(
             BurnWindow(Severity(w.severity), w.long_seconds, w.short_seconds,
-                       w.factor * w.long_seconds / period, w.factor, w.for_seconds)
+                       w.factor * w.long_seconds / period, w.factor, w.for_seconds, w.alert)
             for w in slo.alerting.windows if Severity(w.severity) in wanted)
     plan = window_plan(period, path or slo.alerting.windows_file,
                        unit_seconds=slo.timeslice_seconds or _MINUTE)
@@ -201,6 +203,37 @@ def burn_windows(slo: Slo, path: str | Path | None = None) -> tuple[BurnWindow, 
                 f"{severity.value} on ({reasons}); set alerting.{severity.value}: false, give "
                 "explicit alerting.windows, or use a longer period")
     return kept
+
+
+_OURS = frozenset({"slo", "window", "alertname"})  # what identifies an alert: never the author's
+
+
+def burn_alert(slo: Slo, window: BurnWindow) -> AlertTemplate:
+    """The name, the author's extra labels and annotations of one burn-rate alert: the
+    SLO's alert settings, then its page or ticket settings, then the condition's own."""
+    a = slo.alerting
+    by_severity = a.page_alert if window.severity is Severity.PAGE else a.ticket_alert
+    layers = (a.alert, by_severity, window.template)
+    labels = {k: v for t in layers for k, v in t.labels.items() if k not in _OURS}
+    annotations = {k: v for t in layers for k, v in t.annotations.items()}
+    name = next((t.name for t in reversed(layers) if t.name), BURN_ALERT)
+    return AlertTemplate(name=name, labels=labels, annotations=annotations)
+
+
+def alert_labels(slo: Slo, severity: str, window: str,
+                 author: dict[str, str] | None = None) -> dict[str, str]:
+    """An alert's labels (without alertname): the SLO's, ours, then the spec author's (their
+    severity wins; ``slo`` and ``window`` stay ours)."""
+    labels = {**slo.labels, "service": slo.service, "severity": severity, **(author or {}),
+              "slo": slo.name, "window": window}
+    return dict(sorted(labels.items()))
+
+
+def no_data_labels(slo: Slo) -> dict[str, str]:
+    """The author's labels for all the SLO's alerts (routing: team, channel), less their
+    severity: no data is our own ticket."""
+    return {k: v for k, v in slo.alerting.alert.labels.items()
+            if k not in _OURS and k != "severity"}
 
 
 def check_short_windows(slos: Sequence[Slo], interval_seconds: float, what: str) -> None:
