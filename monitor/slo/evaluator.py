@@ -147,7 +147,9 @@ class SloEvaluator:
             open_part = _counts(self.source.read(slo, closed_end, now, now - closed_end))
         period_start = _period_start(slo, now)
         period = tracked.events.since(period_start) + open_part
-        burns = {seconds: _burn(slo, seconds, tracked.events.last(round(seconds / _MINUTE))
+        exact = self.include_open_minute and not sliced
+        burns = {seconds: _burn(slo, seconds, _window(tracked.events, seconds,
+                                                      now - closed_end if exact else 0.0)
                                 + open_part)
                  for seconds in tracked.window_seconds}
         return _status(tracked, now, period, burns, open_part)
@@ -213,6 +215,20 @@ def _track(slo: Slo) -> _Tracked:
         raw = EventHistory(round(slo.timeslice_seconds / _MINUTE) + 1, 1)
     return _Tracked(slo, windows, EventHistory(ring_minutes, period_hours), raw,
                     window_seconds=tuple(seconds))
+
+
+def _window(events: EventHistory, seconds: float, open_seconds: float) -> Counts:
+    """The closed minutes of a window of ``seconds`` whose newest ``open_seconds`` are read
+    apart (the open minute): whole minutes, and the share of the oldest minute that falls
+    inside, so the window spans exactly ``seconds`` as Prometheus' ``increase()[w]`` does
+    (whole minutes plus the open part would span up to a minute and a half more, and resolve
+    that much later than Prometheus on the same rules)."""
+    span = max(seconds - open_seconds, 0.0) / _MINUTE
+    whole = math.floor(span)
+    counts = events.last(whole)
+    if span > whole:
+        counts = counts + (events.last(whole + 1) - counts).scaled(span - whole)
+    return counts
 
 
 def _judge_slice(slo: Slo, raw: Counts) -> tuple[float, float]:

@@ -536,8 +536,8 @@ def _test(name: str, replay: _Replay, world: Mapping[SeriesKey, list[float]],
           interval: float, eval_steps: Iterable[int]) -> PromtoolTest:
     tests: list[AlertRuleTest] = []
     for step in sorted(set(eval_steps)):
-        for name in replay.burn_alert_names():
-            tests.append((step * interval, name, replay.burn_alerts(step, name)))
+        for alertname in replay.burn_alert_names():
+            tests.append((step * interval, alertname, replay.burn_alerts(step, alertname)))
         tests.append((step * interval, NO_DATA_ALERT, replay.no_data_alerts(step)))
     series = [(series_text(key), expand_values(values)) for key, values in world.items()]
     return PromtoolTest(interval, series, tests, name)
