@@ -11,16 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
+from bench.slo_periods import measure
 from monitor import cli
 from monitor.slo.durations import parse_duration
-from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.loaders import SloFileError, load_slos
-from monitor.slo.source import MinuteArraySource
 from monitor.slo.spec import Slo
-from monitor.slo.windows import BURN_ALERT, BurnWindow, burn_windows, check_short_windows
+from monitor.slo.windows import BurnWindow, burn_windows, check_short_windows
 from tests.monitor.slo.test_rules import run_promtool, write_rules
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -71,32 +69,14 @@ def test_the_evaluator_detects_and_resets_within_the_workbook_bound(period: str)
     detection time (budget share x period x error budget) plus one minute of data, and clears
     no later than its reset time plus one minute after the errors stop."""
     spec = slo(period)
-    windows = burn_windows(spec)
-    longest = max(w.long_seconds for w in windows) / 60
-    injected, stopped = int(longest) + 60, int(longest) + 60 + int(longest)
-    minutes = stopped + int(max(w.short_seconds for w in windows) / 60) + 30
-    total = np.full(minutes, 100.0)
-    good = total.copy()
-    good[injected:stopped] = 0.0
-    evaluator = SloEvaluator([spec], MinuteArraySource(T0, {spec.name: (
-        good, total, np.ones(minutes, dtype=bool))}), settle_seconds=0)
-    fired: dict[str, float] = {}
-    cleared: dict[str, float] = {}
-    for second in range((injected - 5) * 60, minutes * 60, 10):
-        status = evaluator.tick(T0 + second)[0]
-        for c in status.conditions:
-            if c.labels["alertname"] != BURN_ALERT:
-                continue
-            name = c.labels["window"]
-            if c.active:
-                fired.setdefault(name, second - injected * 60)
-            elif name in fired and second > stopped * 60:
-                cleared.setdefault(name, second - stopped * 60)
-    for w in windows:
+    timings = measure(spec)
+    for w in burn_windows(spec):
         bound = w.budget_consumed * spec.window.nominal_seconds * spec.error_budget
         assert w.detection_seconds(1.0, spec.error_budget) == pytest.approx(bound)
-        assert bound <= fired[w.name] <= bound + 60, w.name
-        assert cleared[w.name] <= w.reset_seconds(1.0, spec.error_budget) + 60, w.name
+        fired, cleared = timings[w.name].fired, timings[w.name].cleared
+        assert fired is not None and bound <= fired <= bound + 60, w.name
+        assert cleared is not None, w.name
+        assert cleared <= w.reset_seconds(1.0, spec.error_budget) + 60, w.name
 
 
 @pytest.mark.integration
