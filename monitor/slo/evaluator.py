@@ -303,7 +303,6 @@ def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: Windo
     active = (not no_data and long.events > 0 and long.events >= slo.alerting.min_events
               and long.burn_rate > window.factor and short.burn_rate > window.factor)
     author = burn_alert(slo, window)
-    assert author.name is not None
     labels = alert_labels(slo, window.severity.value, window.name, author.labels)
     labels["alertname"] = author.name
     what = "page" if window.severity is Severity.PAGE else "ticket"
