@@ -85,8 +85,7 @@ def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
 
 def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:
     settings = config.alerting
-    evaluator = (SloEvaluator(slos, StoreSliSource(store),
-                              settle_seconds=settings.settle_seconds) if slos else None)
+    evaluator = SloEvaluator(slos, StoreSliSource(store), settle_seconds=settings.settle_seconds)
     anomalies = (AnomalyMonitor(store, AnomalyParams(step_seconds=config.anomaly.step_seconds),
                                 settle_seconds=settings.settle_seconds,
                                 history_seconds=config.anomaly.history_seconds)

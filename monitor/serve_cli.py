@@ -1,5 +1,5 @@
 """`inferwatch serve`: the monitor service (collector, SLO and anomaly evaluation, alerting,
-and the HTTP API) until SIGINT or SIGTERM."""
+and the HTTP API) until SIGINT or SIGTERM; SIGHUP reloads the config and SLO files."""
 
 from __future__ import annotations
 
@@ -87,6 +87,7 @@ async def _serve(service: MonitorService, sock: socket.socket) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, service.reload_in_background, "SIGHUP")
 
     def listening(url: str) -> None:
         print(f"inferwatch serve: listening on {url} (docs: {url}/docs)", flush=True)

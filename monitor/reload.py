@@ -1,0 +1,187 @@
+"""Reloading the configuration without a restart, as Prometheus does: on SIGHUP or
+``POST /-/reload``, re-read inferwatch.yaml and every SLO file it lists, validate all of it,
+and only then swap.
+
+- Everything is read and checked first (in a worker thread: parsing a thousand SLOs must not
+  stall the event loop); a bad file changes nothing, and the failure (file, field path,
+  message) is logged, returned to the API and shown as
+  ``inferwatch_config_last_reload_successful 0`` until a reload succeeds.
+- The SLO evaluator keeps the state of every SLO whose parsed spec is unchanged, builds it
+  afresh for new and changed ones, and drops removed ones (``SloEvaluator.plan_slos``).
+- The alert book is not touched: an alert whose condition still holds goes on with the same
+  startsAt (nothing re-sent as new); the alerts of a removed SLO stop being evaluated and
+  resolve through the book at the next round, as Prometheus resolves the alerts of a rule
+  that disappears (Alertmanager is sent the resolve, nothing is lost).
+- Targets go through ``Collector.apply_config`` (unchanged ones keep their baseline).
+  ``store``, ``alerting.alertmanager_urls`` and ``anomaly`` are read at start only: an edit of
+  them is reported as needing a restart.
+
+A ``Reloader`` serializes reloads and remembers the last one; what a reload prepares and
+applies is the owner's (``MonitorService``): ``prepare`` runs in the thread and may raise
+``ValueError``, ``apply`` runs on the event loop and returns what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from monitor.collect_cli import load_config_slos
+from monitor.config import ConfigError, ConfigVersion, ConfigWatcher, MonitorConfig
+from monitor.slo.loaders import SloFileError
+from monitor.slo.spec import Slo
+
+logger = logging.getLogger(__name__)
+
+P = TypeVar("P")
+RESTART_SECTIONS = ("store", "alerting.alertmanager_urls", "anomaly")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """inferwatch.yaml and its SLOs, read and validated, not yet in force."""
+
+    config: MonitorConfig
+    version: ConfigVersion
+    slos: tuple[Slo, ...]
+
+
+def load(watcher: ConfigWatcher) -> Loaded:
+    """The watched file and every SLO file it lists (relative to its folder), as they are now;
+    ConfigError or SloFileError naming the file and fields."""
+    config, version = watcher.read()
+    slos = load_config_slos(config, watcher.path.parent)
+    return Loaded(config, version, tuple(slos))
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Names by what one reload did to them."""
+
+    slos_added: tuple[str, ...] = ()
+    slos_changed: tuple[str, ...] = ()
+    slos_removed: tuple[str, ...] = ()
+    targets_added: tuple[str, ...] = ()
+    targets_changed: tuple[str, ...] = ()
+    targets_removed: tuple[str, ...] = ()
+    restart_required: tuple[str, ...] = ()  # sections edited that apply at the next start
+
+    def brief(self) -> str:
+        parts = [f"{what} {kind} {list(names)}" for what, kind, names in (
+            ("SLOs", "added", self.slos_added), ("SLOs", "changed", self.slos_changed),
+            ("SLOs", "removed", self.slos_removed), ("targets", "added", self.targets_added),
+            ("targets", "changed", self.targets_changed),
+            ("targets", "removed", self.targets_removed)) if names]
+        return "; ".join(parts) or "nothing changed"
+
+
+def target_changes(old: MonitorConfig, new: MonitorConfig
+                   ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(added, changed, removed) target names, in the new file's order (removed: the old's)."""
+    before = {t.name: t for t in old.targets}
+    after = {t.name: t for t in new.targets}
+    added = tuple(n for n in after if n not in before)
+    changed = tuple(n for n, t in after.items() if n in before and before[n] != t)
+    removed = tuple(n for n in before if n not in after)
+    return added, changed, removed
+
+
+def restart_required(old: MonitorConfig, new: MonitorConfig) -> tuple[str, ...]:
+    """The sections read at start only that the edit changed."""
+    edited = []
+    if old.store != new.store:
+        edited.append("store")
+    if old.alerting.alertmanager_urls != new.alerting.alertmanager_urls:
+        edited.append("alerting.alertmanager_urls")
+    if old.anomaly != new.anomaly:
+        edited.append("anomaly")
+    return tuple(edited)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """One reload attempt (or the start, the first configuration in force)."""
+
+    at: float                       # unix seconds when it finished
+    trigger: str                    # "start", "SIGHUP", "api"
+    successful: bool
+    seconds: float = 0.0            # time to read, validate and apply
+    changes: Changes = field(default_factory=Changes)
+    error: str | None = None        # the whole message, as logged
+    file: str | None = None         # the bad file (or directory)
+    problems: tuple[str, ...] = ()  # one per bad field: "targets[0].url: ..."
+
+
+class ReloadFailed(Exception):
+    def __init__(self, result: ReloadResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+class Reloader(Generic[P]):
+    """Runs reloads one at a time and remembers the last one and the last success."""
+
+    def __init__(self, watcher: ConfigWatcher, prepare: Callable[[Loaded], P],
+                 apply: Callable[[P], Changes],
+                 on_result: Callable[[ReloadResult], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.watcher = watcher
+        self._prepare = prepare
+        self._apply = apply
+        self._on_result = on_result
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self.last = ReloadResult(clock(), "start", True)
+        self.last_success_at = self.last.at
+        if on_result is not None:
+            on_result(self.last)
+
+    async def reload(self, trigger: str) -> ReloadResult:
+        """Read, validate and apply; ReloadFailed (running configuration kept) if anything is
+        bad. Concurrent calls queue: each reads the files as they are when its turn comes."""
+        async with self._lock:
+            began = time.perf_counter()
+            try:
+                prepared = await asyncio.to_thread(self._load_and_prepare)
+                changes = self._apply(prepared)
+            except (ConfigError, SloFileError) as exc:
+                failed = self._failure(trigger, began, str(exc), exc.source, exc.problems)
+            except ValueError as exc:  # an SLO the evaluator cannot track
+                failed = self._failure(trigger, began, str(exc),
+                                       ", ".join(self.watcher.config.slos) or None,
+                                       (str(exc),))
+            else:
+                result = ReloadResult(self._clock(), trigger, True,
+                                      time.perf_counter() - began, changes)
+                self.last_success_at = result.at
+                self._finish(result)
+                return result
+            self._finish(failed)
+            raise ReloadFailed(failed)
+
+    def _load_and_prepare(self) -> P:
+        return self._prepare(load(self.watcher))
+
+    def _failure(self, trigger: str, began: float, error: str, file: str | None,
+                 problems: tuple[str, ...]) -> ReloadResult:
+        return ReloadResult(self._clock(), trigger, False, time.perf_counter() - began,
+                            error=error, file=file, problems=problems)
+
+    def _finish(self, result: ReloadResult) -> None:
+        self.last = result
+        if self._on_result is not None:
+            self._on_result(result)
+        if not result.successful:
+            logger.error("configuration reload (%s) failed; keeping the running "
+                         "configuration: %s", result.trigger, result.error)
+            return
+        changes = result.changes
+        logger.info("configuration reloaded (%s) in %.3f s: %s", result.trigger, result.seconds,
+                    changes.brief())
+        if changes.restart_required:
+            logger.warning("configuration reload (%s): %s changed; that applies at the next "
+                           "start", result.trigger, ", ".join(changes.restart_required))
