@@ -16,7 +16,7 @@ from monitor.reload import ReloadFailed, ReloadResult
 router = APIRouter(tags=["config"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (401, 403, 422, 503)}
+    code: {"model": ErrorBody} for code in (401, 403, 404, 422)}
 
 
 def reload_out(result: ReloadResult) -> ReloadOut:
@@ -40,7 +40,8 @@ def reload_out(result: ReloadResult) -> ReloadOut:
                          "alerts carry over.")
 async def reload(state: StateDep) -> ReloadOut:
     if state.reloader is None:
-        raise ApiError(503, "unavailable", "this monitor cannot reload its configuration")
+        # An API built without a configuration file (in-process tests): nothing to reload.
+        raise ApiError(404, "not_found", "this monitor has no configuration file to reload")
     try:
         result = await state.reloader.reload("api")
     except ReloadFailed as exc:
