@@ -24,15 +24,16 @@ applies is the owner's (``MonitorService``): ``prepare`` runs in the thread and 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Generic, TypeVar
 
-from monitor.collect_cli import load_config_slos
 from monitor.config import ConfigError, ConfigVersion, ConfigWatcher, MonitorConfig
-from monitor.slo.loaders import SloFileError
+from monitor.slo.loaders import SloFileError, load_slos
 from monitor.slo.spec import Slo
 
 logger = logging.getLogger(__name__)
@@ -50,11 +51,54 @@ class Loaded:
     slos: tuple[Slo, ...]
 
 
-def load(watcher: ConfigWatcher) -> Loaded:
+class SloFiles:
+    """The SLOs of each entry of ``slos:`` (a file or a directory), remembered by the digest of
+    what the entry holds: every reload reads every file, but parses only those that changed
+    (YAML parsing is most of a reload's time with a thousand SLOs)."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[Path, tuple[bytes, list[Slo]]] = {}
+
+    def load(self, config: MonitorConfig, base: Path) -> list[Slo]:
+        """As ``load_config_slos``: SloFileError naming the file and fields, or the names used
+        twice."""
+        slos: list[Slo] = []
+        parsed: dict[Path, tuple[bytes, list[Slo]]] = {}
+        for entry in config.slos:
+            path = Path(entry) if Path(entry).is_absolute() else base / entry
+            digest = _digest_of(path)
+            cached = self._parsed.get(path)
+            found = cached[1] if cached and digest and cached[0] == digest else load_slos(path)
+            if digest is not None:
+                parsed[path] = (digest, found)
+            slos.extend(found)
+        self._parsed = parsed
+        names = [s.name for s in slos]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
+        return slos
+
+
+def _digest_of(path: Path) -> bytes | None:
+    """A digest of a spec file, or of a directory's spec files (names and contents); None if
+    unreadable (then ``load_slos`` says why)."""
+    digest = hashlib.sha256()
+    try:
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")
+                       and p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    except OSError:
+        return None
+    return digest.digest()
+
+
+def load(watcher: ConfigWatcher, slo_files: SloFiles | None = None) -> Loaded:
     """The watched file and every SLO file it lists (relative to its folder), as they are now;
     ConfigError or SloFileError naming the file and fields."""
     config, version = watcher.read()
-    slos = load_config_slos(config, watcher.path.parent)
+    slos = (slo_files or SloFiles()).load(config, watcher.path.parent)
     return Loaded(config, version, tuple(slos))
 
 
@@ -128,8 +172,10 @@ class Reloader(Generic[P]):
     def __init__(self, watcher: ConfigWatcher, prepare: Callable[[Loaded], P],
                  apply: Callable[[P], Changes],
                  on_result: Callable[[ReloadResult], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 slo_files: SloFiles | None = None) -> None:
         self.watcher = watcher
+        self.slo_files = slo_files or SloFiles()
         self._prepare = prepare
         self._apply = apply
         self._on_result = on_result
@@ -164,7 +210,7 @@ class Reloader(Generic[P]):
             raise ReloadFailed(failed)
 
     def _load_and_prepare(self) -> P:
-        return self._prepare(load(self.watcher))
+        return self._prepare(load(self.watcher, self.slo_files))
 
     def _failure(self, trigger: str, began: float, error: str, file: str | None,
                  problems: tuple[str, ...]) -> ReloadResult:

@@ -33,6 +33,7 @@ from monitor.reload import (
     Loaded,
     Reloader,
     ReloadFailed,
+    SloFiles,
     restart_required,
     target_changes,
 )
@@ -80,7 +81,7 @@ class _Prepared:
 
 class MonitorService:
     def __init__(self, watcher: ConfigWatcher, slos: list[Slo], store: Store,
-                 settings: ServeSettings) -> None:
+                 settings: ServeSettings, slo_files: SloFiles | None = None) -> None:
         self.watcher = watcher
         self.store = store
         self.settings = settings
@@ -95,7 +96,7 @@ class MonitorService:
         self.runs = RunManager(store.engine)
         self.collector: Collector | None = None  # while run() runs
         self.reloader = Reloader(watcher, self._prepare_reload, self._apply_reload,
-                                 self.metrics.observe_reload)
+                                 self.metrics.observe_reload, slo_files=slo_files)
         self._reloads: set[asyncio.Task[None]] = set()
         self.state = ServiceState(store, lambda: self.watcher.config, slos, self.metrics,
                                   self.scrapes, self.runs, self.alerting, settings.token,
