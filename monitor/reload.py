@@ -16,9 +16,9 @@ and only then swap.
   ``store``, ``alerting.alertmanager_urls`` and ``anomaly`` are read at start only: an edit of
   them is reported as needing a restart.
 
-A ``Reloader`` serializes reloads and remembers the last one; what a reload prepares and
-applies is the owner's (``MonitorService``): ``prepare`` runs in the thread and may raise
-``ValueError``, ``apply`` runs on the event loop and returns what changed.
+A ``Reloader`` serializes reloads and remembers the last one; ``LiveConfig`` is what it
+prepares (in the thread, where anything may fail) and applies (on the event loop, where nothing
+can) in a running ``inferwatch serve`` or ``inferwatch collect``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from monitor.alerting.loop import AlertingLoop
+from monitor.collector import Collector
 from monitor.config import ConfigError, ConfigVersion, ConfigWatcher, MonitorConfig
+from monitor.recorder import StoreRecorder
+from monitor.slo.evaluator import SloEvaluator, SloPlan
 from monitor.slo.loaders import SloFileError, load_slos
 from monitor.slo.spec import Slo
 
@@ -231,3 +235,70 @@ class Reloader(Generic[P]):
         if changes.restart_required:
             logger.warning("configuration reload (%s): %s changed; that applies at the next "
                            "start", result.trigger, ", ".join(changes.restart_required))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    loaded: Loaded
+    plan: SloPlan
+
+
+class LiveConfig:
+    """What a reload swaps in a running monitor (``inferwatch serve`` or ``collect``): the
+    evaluator's SLOs, the collector's targets (``collector`` is set while it runs), the
+    alerting settings, the config the watcher follows; ``on_slos`` is told the new SLOs."""
+
+    def __init__(self, watcher: ConfigWatcher, alerting: AlertingLoop, recorder: StoreRecorder,
+                 *, slo_files: SloFiles | None = None,
+                 on_result: Callable[[ReloadResult], None] | None = None,
+                 on_slos: Callable[[list[Slo]], None] | None = None) -> None:
+        if alerting.evaluator is None:
+            raise ValueError("a reloadable monitor needs an SLO evaluator (even of no SLOs)")
+        self.watcher = watcher
+        self.alerting = alerting
+        self.evaluator: SloEvaluator = alerting.evaluator
+        self.recorder = recorder
+        self.collector: Collector | None = None
+        self.on_slos = on_slos
+        self.reloader: Reloader[_Prepared] = Reloader(watcher, self._prepare, self._apply,
+                                                      on_result, slo_files=slo_files)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def reload_in_background(self, trigger: str) -> None:
+        """Start a reload (a signal handler's); its outcome is logged (and kept in
+        ``reloader.last``)."""
+        task = asyncio.create_task(self._reload_logged(trigger))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reload_logged(self, trigger: str) -> None:
+        try:
+            await self.reloader.reload(trigger)
+        except ReloadFailed:
+            pass  # logged by the reloader; the running configuration is kept
+        except Exception:
+            logger.exception("configuration reload (%s) failed unexpectedly", trigger)
+
+    def _prepare(self, loaded: Loaded) -> _Prepared:
+        """In a worker thread: everything that can fail, before anything is swapped."""
+        plan = self.evaluator.plan_slos(loaded.slos)
+        self.recorder.register_targets(loaded.config)  # metadata only: harmless ahead
+        return _Prepared(loaded, plan)
+
+    def _apply(self, prepared: _Prepared) -> Changes:
+        """On the event loop, nothing left to fail: the new SLOs, targets and settings."""
+        old, new = self.watcher.config, prepared.loaded.config
+        slos = self.evaluator.apply_slos(prepared.plan)
+        if self.on_slos is not None:
+            self.on_slos(list(prepared.loaded.slos))
+        self.watcher.adopt(new, prepared.loaded.version)
+        if self.collector is not None:
+            self.collector.apply_config(new)
+        settings = new.alerting
+        self.alerting.interval_seconds = settings.evaluation_interval_seconds
+        self.alerting.external_url = settings.external_url.rstrip("/")
+        self.alerting.book.resend_seconds = settings.resend_seconds
+        self.evaluator.settle_seconds = settings.settle_seconds
+        added, changed, removed = target_changes(old, new)
+        return Changes(slos.added, slos.changed, slos.removed, added, changed, removed,
+                       restart_required(old, new))

@@ -28,16 +28,7 @@ from monitor.collect_cli import alerting_loop
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigWatcher
 from monitor.recorder import StoreRecorder
-from monitor.reload import (
-    Changes,
-    Loaded,
-    Reloader,
-    ReloadFailed,
-    SloFiles,
-    restart_required,
-    target_changes,
-)
-from monitor.slo.evaluator import SloEvaluator, SloPlan
+from monitor.reload import LiveConfig, SloFiles
 from monitor.slo.spec import Slo
 from monitor.store import Store
 from monitor.store.runs import fail_unfinished
@@ -73,12 +64,6 @@ class _Server(uvicorn.Server):
         yield
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    loaded: Loaded
-    plan: SloPlan
-
-
 class MonitorService:
     def __init__(self, watcher: ConfigWatcher, slos: list[Slo], store: Store,
                  settings: ServeSettings, slo_files: SloFiles | None = None) -> None:
@@ -94,57 +79,20 @@ class MonitorService:
         self.metrics.registry.register(SloCollector(self.alerting))
         self.scrapes = ScrapeObserver(self.recorder, self.metrics)
         self.runs = RunManager(store.engine)
-        self.collector: Collector | None = None  # while run() runs
-        self.reloader = Reloader(watcher, self._prepare_reload, self._apply_reload,
-                                 self.metrics.observe_reload, slo_files=slo_files)
-        self._reloads: set[asyncio.Task[None]] = set()
+        self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,
+                               on_result=self.metrics.observe_reload, on_slos=self._set_slos)
+        self.reloader = self.live.reloader
         self.state = ServiceState(store, lambda: self.watcher.config, slos, self.metrics,
                                   self.scrapes, self.runs, self.alerting, settings.token,
                                   reloader=self.reloader)
         self.app = create_app(self.state)
 
-    @property
-    def evaluator(self) -> SloEvaluator:
-        if self.alerting.evaluator is None:
-            raise RuntimeError("the alerting loop has no SLO evaluator")
-        return self.alerting.evaluator
-
     def reload_in_background(self, trigger: str) -> None:
         """Start a reload (SIGHUP); its outcome is logged, on the API and on /metrics."""
-        task = asyncio.create_task(self._reload_logged(trigger))
-        self._reloads.add(task)
-        task.add_done_callback(self._reloads.discard)
+        self.live.reload_in_background(trigger)
 
-    async def _reload_logged(self, trigger: str) -> None:
-        try:
-            await self.reloader.reload(trigger)
-        except ReloadFailed:
-            pass  # logged by the reloader; the running configuration is kept
-        except Exception:
-            logger.exception("configuration reload (%s) failed unexpectedly", trigger)
-
-    def _prepare_reload(self, loaded: Loaded) -> _Prepared:
-        """In a worker thread: everything that can fail, before anything is swapped."""
-        plan = self.evaluator.plan_slos(loaded.slos)
-        self.recorder.register_targets(loaded.config)  # metadata only: harmless ahead
-        return _Prepared(loaded, plan)
-
-    def _apply_reload(self, prepared: _Prepared) -> Changes:
-        """On the event loop, nothing left to fail: the new SLOs, targets and settings."""
-        old, new = self.watcher.config, prepared.loaded.config
-        slos = self.evaluator.apply_slos(prepared.plan)
-        self.state.slos = list(prepared.loaded.slos)
-        self.watcher.adopt(new, prepared.loaded.version)
-        if self.collector is not None:
-            self.collector.apply_config(new)
-        settings = new.alerting
-        self.alerting.interval_seconds = settings.evaluation_interval_seconds
-        self.alerting.external_url = settings.external_url.rstrip("/")
-        self.alerting.book.resend_seconds = settings.resend_seconds
-        self.evaluator.settle_seconds = settings.settle_seconds
-        added, changed, removed = target_changes(old, new)
-        return Changes(slos.added, slos.changed, slos.removed, added, changed, removed,
-                       restart_required(old, new))
+    def _set_slos(self, slos: list[Slo]) -> None:
+        self.state.slos = slos
 
     def bind(self) -> socket.socket:
         return bind_socket(self.settings.host, self.settings.port)
@@ -167,14 +115,14 @@ class MonitorService:
         host, port = sock.getsockname()[:2]
         if on_listening is not None:
             on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
-        collector = self.collector = Collector(self.watcher.config, self.scrapes)
+        collector = self.live.collector = Collector(self.watcher.config, self.scrapes)
         tasks = [collector.run(stop), follow_config(self.watcher, collector, stop,
                                                     on_change=self.recorder.register_targets),
                  self.alerting.run(stop)]
         try:
             await asyncio.gather(*tasks)
         finally:
-            self.collector = None
+            self.live.collector = None
             await self.runs.aclose()
             server.should_exit = True
             await serving

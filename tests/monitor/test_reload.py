@@ -1,9 +1,12 @@
 """What a reload reads and reports: SLO files parsed again only when they changed, target and
-section changes named (monitor/reload.py; the service end to end is in
-tests/monitor/api/test_reload.py)."""
+section changes named; `inferwatch collect` reloads on SIGHUP (monitor/reload.py; the service
+end to end is in tests/monitor/api/test_reload.py)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from monitor.config import parse_config
 from monitor.reload import Changes, SloFiles, restart_required, target_changes
 from monitor.slo.loaders import SloFileError
+from tests.monitor.test_collect_cli import wait_for_line
 
 
 def native(*names: str, objective: float = 0.99) -> str:
@@ -70,3 +74,30 @@ targets:
     changes = Changes(slos_changed=("x",), targets_added=("new",))
     assert changes.brief() == "SLOs changed ['x']; targets added ['new']"
     assert Changes().brief() == "nothing changed"
+
+
+@pytest.mark.integration
+def test_inferwatch_collect_reloads_its_slo_files_on_sighup(tmp_path: Path) -> None:
+    (tmp_path / "slos.yaml").write_text(native("a"))
+    config = tmp_path / "inferwatch.yaml"
+    config.write_text(f"store: {{url: 'sqlite:///{tmp_path / 'store.db'}'}}\nslos: [slos.yaml]\n"
+                      "anomaly: {enabled: false}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "--log-level", "INFO",
+                             "collect", "--config", str(config)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        wait_for_line(proc, "collecting 0 targets")
+        (tmp_path / "slos.yaml").write_text(native("a", "b"))
+        proc.send_signal(signal.SIGHUP)
+        wait_for_line(proc, "configuration reloaded (SIGHUP) in")
+        (tmp_path / "slos.yaml").write_text(native("a", objective=2))
+        proc.send_signal(signal.SIGHUP)
+        wait_for_line(proc, "configuration reload (SIGHUP) failed; keeping the running "
+                            f"configuration: {tmp_path / 'slos.yaml'}: invalid SLO spec")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
