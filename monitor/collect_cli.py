@@ -27,7 +27,7 @@ from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
 from monitor.recorder import StoreRecorder
 from monitor.reload import LiveConfig, SloFiles
 from monitor.slo.evaluator import SloEvaluator
-from monitor.slo.loaders import SloFileError, load_slos
+from monitor.slo.loaders import SloFileError
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
 from monitor.store import Store, open_store
@@ -76,15 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
     """The SLOs of every file or directory the config lists (relative to its own folder)."""
-    slos: list[Slo] = []
-    for entry in config.slos:
-        path = Path(entry) if Path(entry).is_absolute() else base / entry
-        slos.extend(load_slos(path))
-    names = [s.name for s in slos]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
-    return slos
+    return SloFiles().load(config, base)
 
 
 def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:

@@ -11,8 +11,11 @@ and only then swap.
 - The alert book is not touched: an alert whose condition still holds goes on with the same
   startsAt (nothing re-sent as new); the alerts of a removed SLO stop being evaluated and
   resolve through the book at the next round, as Prometheus resolves the alerts of a rule
-  that disappears (Alertmanager is sent the resolve, nothing is lost).
-- Targets go through ``Collector.apply_config`` (unchanged ones keep their baseline).
+  that disappears (Alertmanager is sent the resolve, nothing is lost). An edit that changes an
+  SLO's alert labels (its service, its labels, its windows) is, for Alertmanager, the old
+  alerts resolving and new ones firing.
+- Targets go through ``Collector.apply_config`` (unchanged ones keep their baseline); the
+  evaluation interval, resend interval, settle time and external URL apply at once.
   ``store``, ``alerting.alertmanager_urls`` and ``anomaly`` are read at start only: an edit of
   them is reported as needing a restart.
 
@@ -43,7 +46,6 @@ from monitor.slo.spec import Slo
 logger = logging.getLogger(__name__)
 
 P = TypeVar("P")
-RESTART_SECTIONS = ("store", "alerting.alertmanager_urls", "anomaly")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,8 @@ class SloFiles:
         self._parsed: dict[Path, tuple[bytes, list[Slo]]] = {}
 
     def load(self, config: MonitorConfig, base: Path) -> list[Slo]:
-        """As ``load_config_slos``: SloFileError naming the file and fields, or the names used
-        twice."""
+        """The SLOs of every file or directory ``config`` lists (relative to ``base``, its
+        folder); SloFileError naming the file and fields, or the names used twice."""
         slos: list[Slo] = []
         parsed: dict[Path, tuple[bytes, list[Slo]]] = {}
         for entry in config.slos:
