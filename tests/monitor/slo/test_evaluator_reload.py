@@ -3,6 +3,8 @@ afresh, removed ones go; the alert book carries every alert over (none re-sent, 
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -134,3 +136,31 @@ def test_alerts_carry_over_a_reload_neither_resent_nor_lost(source: CountingSour
     # Its alerts resolve (as Prometheus resolves a removed rule's), none is dropped unsent.
     assert sorted(a["window"] for a in resolves) == sorted(a["window"] for a in first)
     assert all(a["resolved"] and a["starts_at"] == NOW for a in resolves)
+
+
+class BlockingSource(CountingSource):
+    """Holds a read of SLO ``calm`` until ``release`` is set: a tick caught mid-way."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.reading = threading.Event()
+        self.release = threading.Event()
+
+    def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
+        if slo.name == "calm" and not self.release.is_set():
+            self.reading.set()
+            assert self.release.wait(10)
+        return super().read(slo, start, end, step)
+
+
+def test_a_tick_in_flight_finishes_on_the_old_slos_and_the_next_reads_the_new() -> None:
+    source = BlockingSource(["burning", "calm", "new"])
+    evaluator = SloEvaluator([slo("burning"), slo("calm")], source, settle_seconds=0)
+    with ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(evaluator.tick, NOW)
+        assert source.reading.wait(10)
+        changes = evaluator.replace_slos([slo("burning"), slo("new")])  # the loop's reload
+        source.release.set()
+        assert [s.name for s in in_flight.result(10)] == ["burning", "calm"]
+    assert changes.removed == ("calm",) and changes.kept == ("burning",)
+    assert [s.name for s in evaluator.tick(NOW + 60)] == ["burning", "new"]
