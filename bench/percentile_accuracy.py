@@ -20,7 +20,7 @@ exact bucket boundary (so an SLI "fraction under 200 ms" read from buckets is ex
 interpolated).
 
 Our buckets come from exporters.schema (TTFT, ITL and E2E specs); vLLM's V1 defaults are read
-at run time from ../shared/fixtures/engines/vllm-catalog.csv (columns name, buckets,
+at run time from tests/fixtures/engines/vllm-catalog.csv (columns name, buckets,
 source_path; the source is cited in the output).
 
     python -m bench.percentile_accuracy
@@ -51,7 +51,7 @@ QUANTILES = (0.5, 0.9, 0.99)
 SAMPLE_SIZES = (10_000, 100_000)
 TARGET_RELATIVE_ERROR = 0.02
 SWEEP_RANGE_SECONDS = (0.001, 60.0)
-DEFAULT_CATALOG = Path(__file__).resolve().parents[2] / "shared/fixtures/engines/vllm-catalog.csv"
+DEFAULT_CATALOG = Path(__file__).resolve().parents[1] / "tests/fixtures/engines/vllm-catalog.csv"
 
 
 # --- latency shapes: a sampler and the exact CDF -------------------------------------------------

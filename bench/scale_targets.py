@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CATALOG = Path("/work/shared/fixtures/engines/vllm-catalog.csv")
+CATALOG = Path(__file__).resolve().parents[1] / "tests/fixtures/engines/vllm-catalog.csv"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 MAX_MODEL_LEN = 8192
 SPEC_POSITIONS = 3  # num_speculative_tokens: one series per draft position

@@ -42,6 +42,7 @@ from monitor.recorder import StoreRecorder
 from monitor.slo.evaluator import SloEvaluator, SloPlan
 from monitor.slo.loaders import SloFileError, load_slos
 from monitor.slo.spec import Slo
+from monitor.slo.windows import check_short_windows
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,12 @@ class SloFiles:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
+        interval = max([config.alerting.evaluation_interval_seconds,
+                        *(t.scrape_interval_seconds for t in config.targets)])
+        try:
+            check_short_windows(slos, interval, "longest scrape or evaluation interval")
+        except ValueError as exc:
+            raise SloFileError(", ".join(config.slos), [str(exc)]) from None
         return slos
 
 

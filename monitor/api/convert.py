@@ -26,6 +26,12 @@ def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:
                               "description": slo.description or "",
                               "objective": slo.objective, "period": str(slo.window),
                               "alerts": mine}
+    outlook = None if status is None else status.forecast
+    common.update(
+        budget_state="unknown" if outlook is None else outlook.state.value,
+        budget_at_period_end=None if outlook is None else finite(outlook.budget_at_period_end),
+        period_end=None if outlook is None else outlook.period_end,
+        sustained_burn_rate=None if outlook is None else finite(outlook.sustained_burn_rate))
     if status is None:  # not evaluated yet
         return SloOut(**common, state="pending", sli=None, events=0.0, budget_remaining=None,
                       time_to_exhaustion_seconds=None, burn_rates=[], evaluated_at=None,

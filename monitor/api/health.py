@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from monitor.alerting.loop import AlertingLoop
 from monitor.reload import ReloadResult
+from monitor.slo.forecast import BudgetState
 from monitor.snapshot import Snapshot, TargetState
 
 _SCRAPE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -119,7 +120,20 @@ class SloCollector(Collector):
                                  "Error-budget burn rate over a window", labels=["slo", "window"])
         sli = GaugeMetricFamily("inferwatch_slo_sli_ratio", "Good over all events in the period",
                                 labels=["slo"])
+        at_end = GaugeMetricFamily(
+            "inferwatch_slo_budget_forecast_ratio",
+            "Error budget forecast for the period's end at the sustained burn rate",
+            labels=["slo"])
+        states = GaugeMetricFamily(
+            "inferwatch_slo_budget_state", "1 for the SLO's budget state (healthy, at_risk, "
+            "exhausted, unknown), 0 for the others", labels=["slo", "state"])
         for status in self._loop.statuses:
+            if status.forecast is not None:
+                if math.isfinite(status.forecast.budget_at_period_end):
+                    at_end.add_metric([status.name], status.forecast.budget_at_period_end)
+                for value in BudgetState:
+                    states.add_metric([status.name, value.value],
+                                     float(status.forecast.state is value))
             if math.isfinite(status.budget_remaining):
                 budget.add_metric([status.name], status.budget_remaining)
             if math.isfinite(status.sli):
@@ -135,4 +149,4 @@ class SloCollector(Collector):
             counts[key] = counts.get(key, 0) + 1
         for (name, state), n in sorted(counts.items()):
             alerts.add_metric([name, state], float(n))
-        yield from (budget, burn, sli, alerts)
+        yield from (budget, burn, sli, at_end, states, alerts)

@@ -58,6 +58,17 @@ class SloOut(BaseModel):
     time_to_exhaustion_seconds: float | None = Field(
         description="seconds until the budget is gone at the current burn rate; null when "
                     "not burning")
+    budget_state: Literal["healthy", "at_risk", "exhausted", "unknown"] = Field(
+        description="for release gates: exhausted (no budget left), at_risk (gone before the "
+                    "period ends at the current burn, or overspent at its end at the sustained "
+                    "burn), healthy, or unknown (no events yet)")
+    budget_at_period_end: float | None = Field(
+        description="the budget forecast for the period's end at the sustained burn rate (the "
+                    "longest alert window); below 0 when it would be overspent")
+    period_end: float | None = Field(
+        description="when the period ends: the calendar boundary, or one period from now for "
+                    "a rolling window")
+    sustained_burn_rate: float | None
     burn_rates: list[BurnRateOut]
     alerts: list[SloAlertOut]
     evaluated_at: float | None

@@ -23,7 +23,6 @@ from monitor.slo.rules import (
     slo_matcher,
 )
 from monitor.slo.spec import PRE_ENGINE_ERRORS, Slo
-from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT
 
 RATE_WINDOW: Final = "$__rate_interval"
 STEP: Final = "$__interval"  # subquery resolution: the panel's own
@@ -178,8 +177,8 @@ def any_budget_record(slos: Sequence[Slo]) -> str:
 
 
 def alerts_selector(extra: str = "") -> str:
-    names = "|".join(sorted((BURN_ALERT, NO_DATA_ALERT)))
-    return f'ALERTS{{alertname=~"{names}",{SLO_FILTER}{extra}}}'
+    """The SLOs' alerts, whatever a spec's author named them: every alert has an slo label."""
+    return f'ALERTS{{slo!="",{SLO_FILTER}{extra}}}'
 
 
 def slo_queries(target: TargetSpec, slos: Sequence[Slo]) -> list[Query]:

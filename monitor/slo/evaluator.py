@@ -32,10 +32,19 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from monitor.slo.durations import format_duration
+from monitor.slo.forecast import Forecast, forecast
 from monitor.slo.history import Counts, EventHistory
 from monitor.slo.source import SliSource, Step
 from monitor.slo.spec import Budgeting, Slo, ThroughputSli
-from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, BurnWindow, Severity, burn_windows
+from monitor.slo.windows import (
+    NO_DATA_ALERT,
+    BurnWindow,
+    Severity,
+    alert_labels,
+    burn_alert,
+    burn_windows,
+    no_data_labels,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +95,7 @@ class SloStatus:
     burn_rates: tuple[WindowBurn, ...]
     conditions: tuple[AlertCondition, ...]
     error: str | None = None
+    forecast: Forecast | None = None  # None when the SLI could not be read
 
 
 @dataclass
@@ -191,7 +201,9 @@ class SloEvaluator:
             open_part = _counts(self.source.read(slo, closed_end, now, now - closed_end))
         period_start = _period_start(slo, now)
         period = tracked.events.since(period_start) + open_part
-        burns = {seconds: _burn(slo, seconds, tracked.events.last(round(seconds / _MINUTE))
+        exact = self.include_open_minute and not sliced
+        burns = {seconds: _burn(slo, seconds, _window(tracked.events, seconds,
+                                                      now - closed_end if exact else 0.0)
                                 + open_part)
                  for seconds in tracked.window_seconds}
         return _status(tracked, now, period, burns, open_part)
@@ -259,6 +271,20 @@ def _track(slo: Slo) -> _Tracked:
                     window_seconds=tuple(seconds))
 
 
+def _window(events: EventHistory, seconds: float, open_seconds: float) -> Counts:
+    """The closed minutes of a window of ``seconds`` whose newest ``open_seconds`` are read
+    apart (the open minute): whole minutes, and the share of the oldest minute that falls
+    inside, so the window spans exactly ``seconds`` as Prometheus' ``increase()[w]`` does
+    (whole minutes plus the open part would span up to a minute and a half more, and resolve
+    that much later than Prometheus on the same rules)."""
+    span = max(seconds - open_seconds, 0.0) / _MINUTE
+    whole = math.floor(span)
+    counts = events.last(whole)
+    if span > whole:
+        counts = counts + (events.last(whole + 1) - counts).scaled(span - whole)
+    return counts
+
+
 def _judge_slice(slo: Slo, raw: Counts) -> tuple[float, float]:
     """(good, total) events of one closed timeslice; (0, 0) when it had no events."""
     if raw.total <= 0:
@@ -307,8 +333,12 @@ def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, Wi
     no_data = (no_data_window + open_part).data_minutes == 0
     budget_used = period.error_ratio / slo.error_budget if period.total > 0 else math.nan
     remaining = 1.0 - budget_used
-    shortest = burns[min(w.long_seconds for w in tracked.windows)] if tracked.windows else None
-    tte = _time_to_exhaustion(slo, remaining, shortest)
+    longs = [w.long_seconds for w in tracked.windows]
+    outlook = forecast(slo, now, remaining,
+                       burns[min(longs)].burn_rate if longs else math.nan,
+                       burns[max(longs)].burn_rate if longs else math.nan)
+    tte = outlook.time_to_exhaustion_seconds
+    tte = math.inf if math.isnan(tte) else tte
     conditions = [_burn_condition(slo, w, burns[w.long_seconds], burns[w.short_seconds],
                                   remaining, tte, no_data)
                   for w in tracked.windows]
@@ -318,30 +348,18 @@ def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, Wi
     return SloStatus(
         slo.name, slo.service, slo.objective, str(slo.window), now, state,
         1.0 - period.error_ratio, period.total, remaining, tte,
-        tuple(sorted(burns.values(), key=lambda b: b.seconds)), tuple(conditions))
-
-
-def _time_to_exhaustion(slo: Slo, remaining: float, burn: WindowBurn | None) -> float:
-    """Seconds until the budget is gone at the current (shortest long window's) burn rate."""
-    if burn is None or math.isnan(remaining) or math.isnan(burn.burn_rate):
-        return math.inf
-    if remaining <= 0:
-        return 0.0
-    if burn.burn_rate <= 0:
-        return math.inf
-    return remaining * slo.window.nominal_seconds / burn.burn_rate
-
-
-def _base_labels(slo: Slo) -> dict[str, str]:
-    return {**slo.labels, "slo": slo.name, "service": slo.service}
+        tuple(sorted(burns.values(), key=lambda b: b.seconds)), tuple(conditions),
+        forecast=outlook)
 
 
 def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: WindowBurn,
                     remaining: float, tte: float, no_data: bool) -> AlertCondition:
     active = (not no_data and long.events > 0 and long.events >= slo.alerting.min_events
               and long.burn_rate > window.factor and short.burn_rate > window.factor)
-    labels = {**_base_labels(slo), "alertname": BURN_ALERT, "severity": window.severity.value,
-              "window": window.name}
+    author = burn_alert(slo, window)
+    assert author.name is not None
+    labels = alert_labels(slo, window.severity.value, window.name, author.labels)
+    labels["alertname"] = author.name
     what = "page" if window.severity is Severity.PAGE else "ticket"
     annotations = {
         "summary": (f"SLO {slo.name} ({slo.objective:.4%} over {slo.window}) is burning its "
@@ -357,13 +375,14 @@ def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: Windo
         annotations["runbook_url"] = slo.alerting.runbook_url
     if slo.alerting.dashboard_url:
         annotations["dashboard_url"] = slo.alerting.dashboard_url
+    annotations.update(author.annotations)
     return AlertCondition(labels, annotations, active, window.for_seconds, long.burn_rate)
 
 
 def _no_data_condition(slo: Slo, no_data: bool) -> AlertCondition:
     after = format_duration(slo.alerting.no_data_after_seconds)
-    labels = {**_base_labels(slo), "alertname": NO_DATA_ALERT,
-              "severity": Severity.TICKET.value, "window": after}
+    labels = alert_labels(slo, Severity.TICKET.value, after, no_data_labels(slo))
+    labels["alertname"] = NO_DATA_ALERT
     annotations = {"summary": f"SLO {slo.name}: no target answered for {after}; the SLO "
                               "cannot be judged (not met, not violated)"}
     if slo.alerting.runbook_url:

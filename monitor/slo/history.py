@@ -35,6 +35,15 @@ class Counts:
         return Counts(self.good + other.good, self.total + other.total,
                       self.data_minutes + other.data_minutes)
 
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(self.good - other.good, self.total - other.total,
+                      self.data_minutes - other.data_minutes)
+
+    def scaled(self, fraction: float) -> Counts:
+        """The share of these counts that fell in ``fraction`` of their time (spread evenly)."""
+        return Counts(self.good * fraction, self.total * fraction,
+                      self.data_minutes * fraction)
+
     @property
     def bad(self) -> float:
         return max(self.total - self.good, 0.0)

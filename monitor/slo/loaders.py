@@ -36,6 +36,7 @@ from monitor.slo.documents import (
     sequence,
 )
 from monitor.slo.spec import Slo
+from monitor.slo.windows import burn_windows
 
 _SUFFIXES = (".yaml", ".yml")
 
@@ -164,6 +165,11 @@ def _build(drafts: list[Draft], problems: list[Problem]) -> list[Slo]:
             place = ", ".join(p for p in (earlier.doc.where, earlier.path) if p)
             problems.append(Problem.at(at, f"duplicate SLO name {slo.name!r}, first defined in "
                                            f"{earlier.doc.source}: {place}"))
+            continue
+        try:  # its alert windows fit its period (monitor.slo.windows' guard rails)
+            burn_windows(slo)
+        except ValueError as exc:
+            problems.append(Problem.at(draft.locate(("window",)), str(exc)))
             continue
         first[slo.name] = at
         slos.append(slo)

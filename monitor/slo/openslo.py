@@ -19,9 +19,12 @@ index>`` when it has several). Its SLI, inline or by ``indicatorRef``, is read f
                    selector: {labels: {model: llama}}}     # selector optional
 
 Alert conditions (``kind: burnrate``) become explicit windows: long = ``lookbackWindow``,
-short = long / 12 (the SRE workbook's ratio), factor = ``threshold``, for = ``alertAfter``;
-severity page for "page"/"critical", ticket otherwise. Calendar windows are ``1M`` or ``1w``
-in UTC; a ``startTime`` must be where our periods begin (00:00 on the 1st / on a Monday).
+short = long / 12 (the SRE workbook's ratio), factor = ``threshold`` (at least 1), for =
+``alertAfter``; a page for "page"/"critical", a ticket otherwise. The alerts keep what the
+author set: the AlertPolicy's name is the alert name, its metadata labels and annotations (and
+description) go on the alert, and the condition's severity word is its ``severity`` label.
+Calendar windows are ``1M`` or ``1w`` in UTC; a ``startTime`` must be where our periods begin
+(00:00 on the 1st / on a Monday).
 Service, DataSource and AlertNotificationTarget objects are accepted and otherwise unused.
 """
 
@@ -51,7 +54,7 @@ from monitor.slo.documents import (
     string,
 )
 from monitor.slo.promql_forms import FormError, SliForm, ratio_sli, threshold_sli
-from monitor.slo.spec import Budgeting, ExplicitWindow
+from monitor.slo.spec import AlertTemplate, Budgeting, ExplicitWindow
 
 API_VERSION: Final = "openslo/v1"
 _KINDS: Final = ("SLO", "SLI", "AlertPolicy", "AlertCondition",
@@ -351,10 +354,30 @@ def _alert_windows(value: object, at: At, registry: Registry) -> tuple[ExplicitW
                        ("conditions",))
         if spec.get("alertWhenBreaching", True) is False:
             continue  # it alerts on resolution or missing data only: no burn-rate condition
+        template = _policy_template(policy, policy_at, spec)
         for j, entry in enumerate(sequence(spec["conditions"], spec_at / "conditions")):
             windows.append(_burn_window(*_object(entry, spec_at / "conditions" / j,
-                                                 "AlertCondition", "conditionRef", registry)))
+                                                 "AlertCondition", "conditionRef", registry),
+                                        template))
     return tuple(windows)
+
+
+def _policy_template(policy: dict[str, Any], at: At, spec: dict[str, Any]) -> dict[str, Any]:
+    """The alert as the policy's author named and labelled it: its name is the alert name,
+    its metadata labels and annotations (and description) go on the alert."""
+    metadata = mapping(policy.get("metadata", {}), at / "metadata")
+    annotations = {str(k): string(v, at / "metadata" / "annotations" / str(k)) for k, v in
+                   mapping(metadata.get("annotations", {}), at / "metadata" /
+                           "annotations").items()}
+    if "description" in spec:
+        annotations.setdefault("description", string(spec["description"],
+                                                     at / "spec" / "description"))
+    template: dict[str, Any] = {
+        "labels": label_values(metadata.get("labels"), at / "metadata" / "labels"),
+        "annotations": annotations}
+    if "name" in metadata:
+        template["name"] = string(metadata["name"], at / "metadata" / "name")
+    return template
 
 
 def _object(value: object, at: At, kind: str, ref: str,
@@ -370,7 +393,7 @@ def _object(value: object, at: At, kind: str, ref: str,
     return at, item
 
 
-def _burn_window(at: At, condition: dict[str, Any]) -> ExplicitWindow:
+def _burn_window(at: At, condition: dict[str, Any], template: dict[str, Any]) -> ExplicitWindow:
     spec = mapping(condition.get("spec"), at / "spec", ("description", "severity", "condition"),
                    ("severity", "condition"))
     c_at = at / "spec" / "condition"
@@ -385,9 +408,13 @@ def _burn_window(at: At, condition: dict[str, Any]) -> ExplicitWindow:
         raise (c_at / "threshold").error(f"a burn rate threshold is positive, got {factor:g}")
     long = duration(c["lookbackWindow"], c_at / "lookbackWindow")
     after = c.get("alertAfter", 0)
-    severity = str(spec["severity"]).lower()
+    written = str(spec["severity"])
+    severity = written.lower()
+    # The author's severity word stays the alert's severity label (their routing reads it).
+    alert = {**template, "labels": {**template["labels"], "severity": written}}
     try:
         return ExplicitWindow(
+            alert=AlertTemplate.model_validate(alert),
             severity="page" if severity in ("page", "critical") else "ticket",
             long_seconds=long, short_seconds=long / _SHORT_WINDOW_RATIO, factor=factor,
             for_seconds=0.0 if after in (0, "0", "0s", "0m") else duration(after,

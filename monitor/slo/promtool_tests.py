@@ -35,7 +35,15 @@ from monitor.slo.spec import (
     Slo,
     ThroughputSli,
 )
-from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, BurnWindow, Severity, burn_windows
+from monitor.slo.windows import (
+    NO_DATA_ALERT,
+    BurnWindow,
+    Severity,
+    alert_labels,
+    burn_alert,
+    burn_windows,
+    no_data_labels,
+)
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -456,16 +464,23 @@ class _Replay:
                 return None
         return long
 
-    def burn_alerts(self, step: int) -> list[ExpectedAlert]:
+    def burn_alert_names(self) -> list[str]:
+        return sorted({str(burn_alert(slo, w).name) for slo in self.slos
+                       for w in burn_windows(slo)})
+
+    def burn_alerts(self, step: int, name: str) -> list[ExpectedAlert]:
         alerts = []
         for slo in self.slos:
             for window in burn_windows(slo):
+                author = burn_alert(slo, window)
+                if author.name != name:
+                    continue
                 value = self._holds(slo, window, step)
                 if value is None or not self._held_for(slo, window, step):
                     continue
                 alerts.append(ExpectedAlert(
-                    rules.alert_labels(slo, window.severity.value, window.name),
-                    self._annotations(slo, window, step, value)))
+                    alert_labels(slo, window.severity.value, window.name, author.labels),
+                    {**self._annotations(slo, window, step, value), **author.annotations}))
         return alerts
 
     def _held_for(self, slo: Slo, window: BurnWindow, step: int) -> bool:
@@ -504,8 +519,9 @@ class _Replay:
             if any(self.absent(s, step * self.iv, window)
                    for s in self.queries[slo.name].no_data):
                 alerts.append(ExpectedAlert(
-                    rules.alert_labels(slo, Severity.TICKET.value,
-                                       format_duration(slo.alerting.no_data_after_seconds)),
+                    alert_labels(slo, Severity.TICKET.value,
+                                 format_duration(slo.alerting.no_data_after_seconds),
+                                 no_data_labels(slo)),
                     rules.no_data_annotations(slo)))
         return alerts
 
@@ -520,7 +536,8 @@ def _test(name: str, replay: _Replay, world: Mapping[SeriesKey, list[float]],
           interval: float, eval_steps: Iterable[int]) -> PromtoolTest:
     tests: list[AlertRuleTest] = []
     for step in sorted(set(eval_steps)):
-        tests.append((step * interval, BURN_ALERT, replay.burn_alerts(step)))
+        for alertname in replay.burn_alert_names():
+            tests.append((step * interval, alertname, replay.burn_alerts(step, alertname)))
         tests.append((step * interval, NO_DATA_ALERT, replay.no_data_alerts(step)))
     series = [(series_text(key), expand_values(values)) for key, values in world.items()]
     return PromtoolTest(interval, series, tests, name)
@@ -585,10 +602,11 @@ def _timing(slo: Slo, start: int, interval: float) -> _Timing:
                 if w.short_seconds <= _LONGEST_RESOLVE}
     edges = []
     for w in windows:
-        edges += [Edge((start + quiet[w]) * interval, slo.name, BURN_ALERT, w.name, False),
-                  Edge((start + fires[w]) * interval, slo.name, BURN_ALERT, w.name, True)]
+        name = str(burn_alert(slo, w).name)
+        edges += [Edge((start + quiet[w]) * interval, slo.name, name, w.name, False),
+                  Edge((start + fires[w]) * interval, slo.name, name, w.name, True)]
         if w in resolves:
-            edges.append(Edge((stop + resolves[w]) * interval, slo.name, BURN_ALERT, w.name,
+            edges.append(Edge((stop + resolves[w]) * interval, slo.name, name, w.name,
                               False))
     return _Timing(_Fault(slo, start, stop), tuple(edges), stop + max(resolves.values(),
                                                                           default=1))

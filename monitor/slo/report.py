@@ -45,6 +45,7 @@ import numpy.typing as npt
 
 from monitor.slo.durations import format_duration
 from monitor.slo.evaluator import _judge_slice
+from monitor.slo.forecast import Forecast, forecast
 from monitor.slo.history import Counts
 from monitor.slo.report_model import (
     BurnInterval,
@@ -136,13 +137,25 @@ def build_report(slo: Slo, source: SliSource, start: float, end: float,
                                for a in (good, total, data)))
     steps = np.asarray(grid.step_indices(), dtype=np.int64)
     first = grid.index(grid.start)
+    totals = _totals(slo, cumulative, first, grid.num_bins)
+    burns = tuple(_window_burn(slo, w, cumulative, grid, steps) for w in windows)
     return SloReport(
-        _summary(slo), grid.start, grid.end, grid.step, grid.resolution,
-        _totals(slo, cumulative, first, grid.num_bins),
-        _series(slo, cumulative, grid, first, steps),
-        tuple(_window_burn(slo, w, cumulative, grid, steps) for w in windows),
+        _summary(slo), grid.start, grid.end, grid.step, grid.resolution, totals,
+        _series(slo, cumulative, grid, first, steps), burns,
         _burn_intervals(slo, windows, cumulative, grid),
-        tuple(Interval(a, b) for a, b in _runs(data[first:] == 0, grid.start, grid.resolution)))
+        tuple(Interval(a, b) for a, b in _runs(data[first:] == 0, grid.start, grid.resolution)),
+        _forecast(slo, grid.end, totals, burns))
+
+
+def _forecast(slo: Slo, end: float, totals: Totals,
+              burns: Sequence[WindowBurnSeries]) -> Forecast:
+    """The budget's outlook at the report's end: current burn from the shortest long window,
+    sustained from the longest (as the evaluator does)."""
+    if not burns:
+        return forecast(slo, end, totals.budget_remaining, math.nan, math.nan)
+    shortest = min(burns, key=lambda b: b.long_seconds)
+    longest = max(burns, key=lambda b: b.long_seconds)
+    return forecast(slo, end, totals.budget_remaining, shortest.long[-1], longest.long[-1])
 
 
 def _grid(slo: Slo, windows: Sequence[BurnWindow], start: float, end: float,

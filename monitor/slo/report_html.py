@@ -101,6 +101,7 @@ def _header(report: SloReport) -> str:
         ("SLI over the range", escape(_percent(totals.sli))),
         ("Budget remaining", escape(f"{_percent(totals.budget_remaining, 1)} (consumed "
                                     f"{_percent(totals.budget_consumed, 1)})")),
+        ("Budget outlook", _outlook(report)),
         (f"{slo.event_unit.capitalize()}", escape(
             f"{_count(totals.events)} ({_count(totals.bad)} bad, "
             f"{_count(totals.allowed_bad)} allowed)")),
@@ -110,6 +111,17 @@ def _header(report: SloReport) -> str:
                    if slo.description else "")
     return (f"<header>\n<h1>SLO report: {escape(slo.name)}</h1>\n{description}"
             f"<dl class=\"summary\">\n{items}\n</dl>\n</header>")
+
+
+def _outlook(report: SloReport) -> str:
+    f = report.forecast
+    tte = f.time_to_exhaustion_seconds
+    exhaustion = ("unknown" if math.isnan(tte) else "never at this rate" if math.isinf(tte)
+                  else "now" if tte == 0 else f"in {format_duration(max(round(tte), 1))}")
+    text = (f"{f.state.value.replace('_', ' ')}: exhausted {exhaustion} at the current burn; "
+            f"{_percent(f.budget_at_period_end, 1)} left at the period's end "
+            f"({_time(f.period_end)}) at the sustained burn")
+    return f"<span data-budget-state=\"{f.state.value}\">{escape(text)}</span>"
 
 
 def _verdict(report: SloReport) -> str:

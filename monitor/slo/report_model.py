@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.slo.forecast import Forecast
 from monitor.json_safe import json_safe
 
 
@@ -87,6 +88,7 @@ class SloReport:
     burn_rates: tuple[WindowBurnSeries, ...]
     burn_intervals: tuple[BurnInterval, ...]
     no_data_intervals: tuple[Interval, ...]
+    forecast: Forecast               # at the report's end, from its budget and burn rates
 
     def to_dict(self) -> dict[str, Any]:
         """The API's JSON body: NaN and infinities become None, tuples lists."""

@@ -43,7 +43,15 @@ from monitor.slo.spec import (
     Slo,
     ThroughputSli,
 )
-from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, BurnWindow, Severity, burn_windows
+from monitor.slo.windows import (
+    NO_DATA_ALERT,
+    BurnWindow,
+    Severity,
+    alert_labels,
+    burn_alert,
+    burn_windows,
+    no_data_labels,
+)
 
 LEVEL: Final = "inferwatch_slo"
 GENERATED_BY: Final = "inferwatch rules generate"
@@ -332,12 +340,6 @@ def burn_alert_promql(slo: Slo, window: BurnWindow) -> str:
     return " and ".join(parts)
 
 
-def alert_labels(slo: Slo, severity: str, window: str) -> dict[str, str]:
-    labels = {**slo.labels, "slo": slo.name, "service": slo.service, "severity": severity,
-              "window": window}
-    return dict(sorted(labels.items()))
-
-
 def exhaustion_window(slo: Slo) -> float | None:
     """The window whose burn rate times the budget's exhaustion: the shortest long window, as
     in the evaluator."""
@@ -447,17 +449,20 @@ def no_data_annotations(slo: Slo) -> dict[str, str]:
 def _alerts(slo: Slo, target_label: str) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for window in burn_windows(slo):
-        rule: dict[str, Any] = {"alert": BURN_ALERT, "expr": burn_alert_promql(slo, window)}
+        author = burn_alert(slo, window)
+        assert author.name is not None
+        rule: dict[str, Any] = {"alert": author.name, "expr": burn_alert_promql(slo, window)}
         if window.for_seconds > 0:
             rule["for"] = format_duration(window.for_seconds)
-        rule["labels"] = alert_labels(slo, window.severity.value, window.name)
-        rule["annotations"] = burn_annotations(slo, window)
+        rule["labels"] = alert_labels(slo, window.severity.value, window.name, author.labels)
+        rule["annotations"] = {**burn_annotations(slo, window), **author.annotations}
         rules.append(rule)
     rules.append({
         "alert": NO_DATA_ALERT,
         "expr": no_data_promql(slo, target_label),
         "labels": alert_labels(slo, Severity.TICKET.value,
-                               format_duration(slo.alerting.no_data_after_seconds)),
+                               format_duration(slo.alerting.no_data_after_seconds),
+                               no_data_labels(slo)),
         "annotations": no_data_annotations(slo),
     })
     return rules

@@ -3,6 +3,7 @@
     inferwatch rules generate                  # alerts/slos -> alerts/inferwatch-slo.rules.yml
                                                #   and alerts/tests/inferwatch-slo.test.yml
     inferwatch rules generate --check          # CI: are the checked-in files current?
+    inferwatch rules windows --period 7d       # the burn-rate windows a 7-day SLO gets
     promtool check rules alerts/inferwatch-slo.rules.yml
     promtool test rules alerts/tests/inferwatch-slo.test.yml
 
@@ -39,6 +40,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="the label an SLO's selector.target matches")
     gen.add_argument("--check", action="store_true",
                      help="write nothing; exit 1 with a diff if the files are not current")
+    win = actions.add_parser("windows", help="print the burn-rate windows of a period, with "
+                                             "detection and reset times")
+    win.add_argument("--period", required=True, help="the SLO period: 1d, 7d, 28d, 30d, 90d")
+    win.add_argument("--objective", type=float, default=0.999,
+                     help="the objective the detection and reset times assume")
+    win.add_argument("--windows-file", default=None,
+                     help="a burn-window file instead of the default (monitor/slo/"
+                          "burn_windows.yaml)")
+    win.add_argument("--slice", default=None,
+                     help="a timeslice SLO's slice length (windows are whole slices)")
 
 
 def generated_files(slos: Sequence[Slo], *, interval_seconds: float = 60.0,
@@ -59,11 +70,35 @@ def generated_files(slos: Sequence[Slo], *, interval_seconds: float = 60.0,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rules_action == "windows":
+        return _print_windows(args)
+    return _generate(args)
+
+
+def _print_windows(args: argparse.Namespace) -> int:
+    from monitor.slo.windows_table import format_window_table
+
+    try:
+        if not 0 < args.objective < 1:
+            raise ValueError(f"--objective {args.objective:g} must be between 0 and 1")
+        print(format_window_table(parse_duration(args.period), args.objective,
+                                  path=args.windows_file,
+                                  slice_seconds=parse_duration(args.slice) if args.slice
+                                  else None))
+    except (OSError, ValueError) as exc:
+        print(f"inferwatch rules windows: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
     from monitor.slo.loaders import SloFileError, load_slos
+    from monitor.slo.windows import check_short_windows
 
     try:
         interval = parse_duration(args.interval)
         slos = load_slos(args.slos)
+        check_short_windows(slos, interval, "rule evaluation interval (--interval)")
         files = generated_files(slos, interval_seconds=interval, target_label=args.target_label)
     except (SloFileError, OSError, ValueError) as exc:
         print(f"inferwatch rules generate: {exc}", file=sys.stderr)

@@ -6,9 +6,10 @@ Sloth states an SLI as PromQL ``events`` (``error_query`` over ``total_query``, 
 ``raw`` and ``plugin`` SLIs cannot be read into our SLI kinds and are refused.
 
 Sloth takes the SLO period from its command line (30 days by default); here an SLO may set
-its own with ``time_window`` (an inferwatch extension, e.g. ``28d``). Alert routing labels and
-annotations are Sloth's concern; of them only ``runbook``/``runbook_url`` and the ``disable``
-of each alert are used.
+its own with ``time_window`` (an inferwatch extension, e.g. ``28d``). The alerts keep what the
+author set: ``alerting.name`` is the alert name, ``alerting.labels``/``annotations`` go on both
+alerts and ``page_alert``/``ticket_alert`` add their own (their ``severity`` label wins over
+ours) or ``disable`` them.
 """
 
 from __future__ import annotations
@@ -93,14 +94,17 @@ def _slo(value: object, at: At, service: str, labels: dict[str, str]) -> Draft:
 
 
 def _alerting(value: object, at: At) -> dict[str, Any]:
+    """Sloth's alerting block as the author wrote it: the alert name, labels and annotations
+    for both alerts, then each of page_alert and ticket_alert (its labels, annotations and
+    ``disable``); a ``runbook``/``runbook_url`` annotation is also the SLO's runbook link."""
     if value is None:
         return {}
     a = mapping(value, at, ("name", "labels", "annotations", "page_alert", "ticket_alert"))
-    annotations = mapping(a.get("annotations", {}), at / "annotations")
-    alerting: dict[str, Any] = {}
+    alerting: dict[str, Any] = {"alert": _template(a, at, name=True)}
+    annotations = alerting["alert"]["annotations"]
     for key in _RUNBOOK_KEYS:
         if key in annotations:
-            alerting["runbook_url"] = string(annotations[key], at / "annotations" / key)
+            alerting["runbook_url"] = annotations[key]
             break
     for severity in ("page", "ticket"):
         key = f"{severity}_alert"
@@ -109,4 +113,16 @@ def _alerting(value: object, at: At) -> dict[str, Any]:
         if not isinstance(disable, bool):
             raise (at / key / "disable").error(f"expected true or false, got {disable!r}")
         alerting[severity] = not disable
+        alerting[key] = _template(alert, at / key, name=False)
     return alerting
+
+
+def _template(block: dict[str, Any], at: At, *, name: bool) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "labels": label_values(block.get("labels"), at / "labels"),
+        "annotations": {str(k): string(v, at / "annotations" / str(k)) for k, v in
+                        mapping(block.get("annotations", {}), at / "annotations").items()},
+    }
+    if name and "name" in block:
+        template["name"] = string(block["name"], at / "name")
+    return template

@@ -203,6 +203,24 @@ class Selector(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class AlertTemplate(_Model):
+    """What a spec's author set for alerts: a name (Prometheus ``alert:``, the ``alertname``
+    label), labels added to ours (theirs win, ``slo`` and ``window`` excepted) and annotations.
+    Sloth's ``alerting`` and its ``page_alert``/``ticket_alert``; OpenSLO's AlertPolicy."""
+
+    name: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if not _LABEL_NAME_RE.match(k) or k.startswith("__")]
+        if bad:
+            raise ValueError(f"not Prometheus label names: {bad}")
+        return value
+
+
 class ExplicitWindow(_Model):
     """A burn-rate condition given in the SLO file (OpenSLO AlertCondition, or by hand)
     instead of the windows table: burn rate above ``factor`` over both windows."""
@@ -210,8 +228,10 @@ class ExplicitWindow(_Model):
     severity: Literal["page", "ticket"]
     long_seconds: float
     short_seconds: float
-    factor: float = Field(gt=0)
+    # Below 1 an alert would fire while the budget is on course to last the period.
+    factor: float = Field(ge=1)
     for_seconds: float = Field(default=0.0, ge=0)
+    alert: AlertTemplate = AlertTemplate()  # this condition's own name, labels, annotations
 
     @field_validator("long_seconds", "short_seconds", mode="before")
     @classmethod
@@ -243,6 +263,11 @@ class Alerting(_Model):
     windows_file: str | None = None
     # Conditions given explicitly; when present they replace the windows table.
     windows: tuple[ExplicitWindow, ...] = ()
+    # The author's alert name, labels and annotations: for every alert of the SLO, then for
+    # its pages and its tickets (later wins).
+    alert: AlertTemplate = AlertTemplate()
+    page_alert: AlertTemplate = AlertTemplate()
+    ticket_alert: AlertTemplate = AlertTemplate()
 
     @field_validator("no_data_after_seconds", mode="before")
     @classmethod

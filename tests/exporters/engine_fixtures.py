@@ -1,7 +1,5 @@
-"""The recorded engine /metrics pages and metric catalogs in ../shared/fixtures/engines.
-
-CI clones the repository with shared/ beside it. Without that directory the tests that need it
-skip, saying why, unless INFERWATCH_REQUIRE_INTEGRATION=1 asks for a failure instead.
+"""The recorded engine /metrics pages and metric catalogs in tests/fixtures/engines (where
+each came from is in its README.md), inside the repository so a clone needs nothing beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from tests.integration import unavailable
 
 from exporters.exposition import ParsedPage, parse_page
 
-FIXTURES_DIR = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "engines"
+FIXTURES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
 
 # Every verbatim page, by file name.
 PAGES = (
@@ -36,9 +34,7 @@ _LABEL_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(([^)]*)\))?\s*$")
 def engines_dir() -> Path:
     if FIXTURES_DIR.is_dir():
         return FIXTURES_DIR
-    reason = (f"engine fixtures not found at {FIXTURES_DIR}: clone the shared/ fixtures beside "
-              "the repository")
-    unavailable(reason)
+    unavailable(f"engine fixtures not found at {FIXTURES_DIR}")
 
 
 def read_fixture(name: str) -> str:

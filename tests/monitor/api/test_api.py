@@ -40,13 +40,22 @@ def test_slos_give_sli_budget_burn_rates_and_alert_state(api: Api) -> None:
     assert availability["state"] == "burning"
     assert availability["time_to_exhaustion_seconds"] == 0.0
     burns = {b["window"]: b["burn_rate"] for b in availability["burn_rates"]}
-    assert burns["5m"] == pytest.approx(50) and burns["1h"] == pytest.approx(50)
-    assert {"alertname": "InferwatchSLOBurnRate", "severity": "page", "window": "1h/5m"}.items() \
+    # A 1-day SLO: the 30-day windows scaled by 1/30 (1h/5m is dropped, 6h/30m is 12m/2m).
+    assert burns["2m"] == pytest.approx(50) and burns["12m"] == pytest.approx(50)
+    assert {"alertname": "InferwatchSLOBurnRate", "severity": "page", "window": "12m/2m"}.items() \
         <= availability["alerts"][0].items()
     # TTFT: 6 of every 10 observations at or below 250 ms; objective 0.5, so burn 0.4 / 0.5
     assert ttft["sli"] == pytest.approx(0.6)
     assert ttft["budget_remaining"] == pytest.approx(0.2)
     assert ttft["state"] == "ok" and ttft["time_to_exhaustion_seconds"] is not None
+    # The outlook a release gate reads: availability has nothing left; TTFT burns 0.8x, so its
+    # 20% left is gone in a quarter period (at risk) though a whole period at 0.8x would
+    # leave 20% (a rolling window's end is one period on).
+    assert availability["budget_state"] == "exhausted"
+    assert ttft["budget_state"] == "at_risk"
+    assert ttft["sustained_burn_rate"] == pytest.approx(0.8)
+    assert ttft["budget_at_period_end"] == pytest.approx(0.2)
+    assert ttft["period_end"] == pytest.approx(ttft["evaluated_at"] + 30 * 86400)
 
 
 def test_one_slo_by_name_and_an_unknown_one_is_a_json_404(api: Api) -> None:
@@ -162,6 +171,10 @@ def test_health_readiness_and_own_metrics(api: Api) -> None:
     text = get(api, "/metrics").text
     budget = re.search(r'inferwatch_slo_budget_remaining_ratio\{slo="ttft"\} (\S+)', text)
     assert budget is not None and float(budget.group(1)) == pytest.approx(0.2)
+    assert 'inferwatch_slo_budget_state{slo="availability",state="exhausted"} 1.0' in text
+    assert 'inferwatch_slo_budget_state{slo="availability",state="healthy"} 0.0' in text
+    at_end = re.search(r'inferwatch_slo_budget_forecast_ratio\{slo="ttft"\} (\S+)', text)
+    assert at_end is not None and float(at_end.group(1)) == pytest.approx(0.2)
     assert 'inferwatch_api_requests_total{method="GET",route="/api/v1/slos/{name}",' \
            'status="200"} 1.0' in text
     assert "inferwatch_evaluation_duration_seconds" in text

@@ -33,7 +33,7 @@ _DCGM_VALUES = {
 def dcgm_page() -> str:
     """A dcgm-exporter page with every default field for GPUs 0 and 1.
 
-    The recorded page (shared/fixtures/engines/dcgm-exporter.prom) shows only clock and
+    The recorded page (tests/fixtures/engines/dcgm-exporter.prom) shows only clock and
     temperature fields, and the dashboards need memory and utilization: so, as the adapter
     tests do, the page is assembled from the exporter's default counter catalog, with the
     recorded page's label names and GPU 0's UUID, and values chosen above."""

@@ -1,6 +1,6 @@
 """Two evaluation paths, one truth: the monitor's evaluator and Prometheus running the
 generated rules (through promtool) fire the same alerts on the same input series, within one
-evaluation interval.
+evaluation interval, for SLO periods from 1 to 90 days (their windows scale with the period).
 
 The input is per-minute counter samples (what Prometheus would scrape every minute) for an
 availability SLO and a TTFT latency SLO: steady traffic, an outage of every request, a
@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from monitor.slo import rules
@@ -27,17 +28,27 @@ from monitor.slo.promtool_tests import (
 )
 from monitor.slo.source import MinuteArraySource
 from monitor.slo.spec import Slo
-from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT
+from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, burn_windows
 from tests.monitor.slo.test_rules import run_promtool
 
-AVAILABILITY = Slo.model_validate({
-    "name": "eq-availability", "service": "chat", "objective": 0.999,
-    "sli": {"kind": "availability", "errors": ["model_error", "timeout"]},
-    "selector": {"target": "ref"}, "alerting": {"min_events": 500}})
-TTFT = Slo.model_validate({
-    "name": "eq-ttft", "service": "chat", "objective": 0.99, "labels": {"team": "serving"},
-    "sli": {"kind": "latency", "metric": "ttft", "threshold_seconds": 0.2},
-    "selector": {"target": "ref"}})
+PERIODS = ["1d", "7d", "14d", "28d", "30d", "90d"]
+
+
+def specs(period: str) -> tuple[Slo, Slo]:
+    """An availability and a TTFT SLO over ``period`` (their windows scale with it)."""
+    return (
+        Slo.model_validate({
+            "name": "eq-availability", "service": "chat", "objective": 0.999, "window": period,
+            "sli": {"kind": "availability", "errors": ["model_error", "timeout"]},
+            "selector": {"target": "ref"}, "alerting": {"min_events": 500}}),
+        Slo.model_validate({
+            "name": "eq-ttft", "service": "chat", "objective": 0.99, "labels": {"team": "serving"},
+            "window": period,
+            "sli": {"kind": "latency", "metric": "ttft", "threshold_seconds": 0.2},
+            "selector": {"target": "ref"}}),
+    )
+
+
 MINUTES = 11 * 60
 TTFT_NAME = "gen_ai_server_time_to_first_token_seconds"
 
@@ -56,14 +67,16 @@ def traffic() -> dict[str, np.ndarray]:
             "ttft_fast": requests - errors - slow}
 
 
-def evaluator_alerts(increments: dict[str, np.ndarray]) -> list[set[tuple[str, ...]]]:
+def evaluator_alerts(increments: dict[str, np.ndarray],
+                     slos: tuple[Slo, Slo]) -> list[set[tuple[str, ...]]]:
     """The evaluator's active alerts (alertname, slo, window, severity) after each minute."""
     has = np.ones(MINUTES, dtype=bool)
     requests, errors = increments["requests"], increments["errors"]
+    availability, ttft = slos
     source = MinuteArraySource(0, {
-        AVAILABILITY.name: (requests, requests + errors, has),
-        TTFT.name: (increments["ttft_fast"], increments["ttft_count"], has)})
-    evaluator = SloEvaluator([AVAILABILITY, TTFT], source, settle_seconds=0)
+        availability.name: (requests, requests + errors, has),
+        ttft.name: (increments["ttft_fast"], increments["ttft_count"], has)})
+    evaluator = SloEvaluator(list(slos), source, settle_seconds=0)
     out = []
     for minute in range(1, MINUTES + 1):
         active = set()
@@ -95,34 +108,45 @@ def input_series(increments: dict[str, np.ndarray]) -> list[tuple[str, str]]:
     ]
 
 
-def rules_without_annotations() -> str:
-    document = yaml.safe_load(rules.generate_rules([AVAILABILITY, TTFT]))
+def rules_without_annotations(slos: tuple[Slo, Slo]) -> str:
+    document = yaml.safe_load(rules.generate_rules(list(slos)))
     for group in document["groups"]:
         for rule in group["rules"]:
             rule.pop("annotations", None)
     return yaml.safe_dump(document, sort_keys=False)
 
 
-def expected(active: set[tuple[str, ...]], alertname: str) -> list[ExpectedAlert]:
+def expected(active: set[tuple[str, ...]], alertname: str,
+             slos: tuple[Slo, Slo]) -> list[ExpectedAlert]:
     out = []
+    by_name = {s.name: s for s in slos}
     for name, slo, window, severity in sorted(active):
         if name != alertname:
             continue
-        spec = AVAILABILITY if slo == AVAILABILITY.name else TTFT
+        spec = by_name[slo]
         out.append(ExpectedAlert({**spec.labels, "alertname": name, "slo": slo,
                                   "service": spec.service, "severity": severity,
                                   "window": window}))
     return out
 
 
-def test_the_evaluator_and_prometheus_fire_the_same_alerts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("period", PERIODS)
+def test_the_evaluator_and_prometheus_fire_the_same_alerts(tmp_path: Path, period: str) -> None:
+    slos = specs(period)
     increments = traffic()
-    ours = evaluator_alerts(increments)
+    ours = evaluator_alerts(increments, slos)
     fired = {a for minute in ours for a in minute}
-    # The scenario exercises both severities' worth of paging and nothing absurd.
-    assert ("InferwatchSLOBurnRate", "eq-availability", "1h/5m", "page") in fired
-    assert ("InferwatchSLOBurnRate", "eq-ttft", "1h/5m", "page") in fired
-    assert not any(a[2] == "1h/5m" and 60 <= m < 120 for m, s in enumerate(ours) for a in s)
+    # The outage pages the availability SLO on its fastest page window, the slow first tokens
+    # burn the TTFT SLO (a page up to 30 days; at 90 days an hour at 30x is a ticket), and
+    # nothing pages during the quiet hour (fewer events than min_events).
+    availability, ttft = slos
+    fastest = burn_windows(availability)[0]
+    assert fastest.severity.value == "page"
+    assert (BURN_ALERT, availability.name, fastest.name, "page") in fired
+    ttft_severities = {a[3] for a in fired if a[1] == ttft.name}
+    assert ttft_severities == ({"ticket"} if period == "90d" else {"page", "ticket"})
+    assert not any(a[1] == "eq-availability" and a[3] == "page" and 70 <= m < 120
+                   for m, s in enumerate(ours) for a in s)
 
     checks = []
     transitions = 0
@@ -132,10 +156,10 @@ def test_the_evaluator_and_prometheus_fire_the_same_alerts(tmp_path: Path) -> No
             transitions += 1
         if before == now == after:  # one interval or more from any transition of ours
             for alertname in (BURN_ALERT, NO_DATA_ALERT):
-                checks.append((k * 60.0, alertname, expected(now, alertname)))
-    assert transitions >= 6 and len(checks) > 1000
+                checks.append((k * 60.0, alertname, expected(now, alertname, slos)))
+    assert transitions >= 4 and len(checks) > 1000
 
-    (tmp_path / "rules.yml").write_text(rules_without_annotations())
+    (tmp_path / "rules.yml").write_text(rules_without_annotations(slos))
     test = PromtoolTest(60.0, input_series(increments), checks, "equivalence")
     (tmp_path / "test.yml").write_text(promtool_test_file(
         ["rules.yml"], [test], evaluation_interval=60.0))

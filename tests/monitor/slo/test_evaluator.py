@@ -155,9 +155,10 @@ def test_throughput_timeslices_count_slow_slices_as_bad() -> None:
     status = SloEvaluator([spec], source, settle_seconds=0).tick(T0 + DAY * 60)[0]
     assert status.events == DAY / 5
     assert status.sli == pytest.approx(1 - 24 / (DAY / 5))
-    one_hour = next(b for b in status.burn_rates if b.window == "1h")
-    assert one_hour.error_ratio == 1.0 and one_hour.events == 12
-    assert "1h/5m" in active(status)
+    # A 7-day SLO's fast page is the 30-day 1h/5m scaled by 7/30, in whole 5-minute slices.
+    fast = next(b for b in status.burn_rates if b.window == "15m")
+    assert fast.error_ratio == 1.0 and fast.events == 3
+    assert "15m/5m" in active(status)
 
 
 def test_a_calendar_month_counts_from_the_first_of_the_month() -> None:
@@ -190,3 +191,20 @@ def test_explicit_windows_replace_the_table() -> None:
     (window,) = burn_windows(spec)
     assert (window.name, window.factor) == ("2h/10m", 10)
     assert window.budget_consumed == pytest.approx(10 * 7200 / (30 * 86400))
+
+
+def test_a_window_spans_exactly_its_length_with_the_open_minute_read_apart() -> None:
+    """At 30 s into a minute, a 2-minute window is those 30 s (read afresh), the last closed
+    minute and half of the one before, as Prometheus' increase()[2m] would count: not two
+    whole minutes plus the open part (which resolved alerts a minute after Prometheus)."""
+    good, total, has = series(1)
+    good[-2] = 90.0  # the minute before the last: 10 bad of 100
+    spec = slo(window="1d")  # its windows are 12m/2m, 48m/4m, 2h24m/12m
+    evaluator = SloEvaluator([spec], MinuteArraySource(T0, {"avail": (good, total, has)}),
+                             settle_seconds=0)
+    status = evaluator.tick(T0 + DAY * 60 + 30)[0]  # the source has nothing for the open 30 s
+    two = next(b for b in status.burn_rates if b.window == "2m")
+    assert two.events == pytest.approx(150)
+    assert two.error_ratio == pytest.approx(5 / 150)
+    twelve = next(b for b in status.burn_rates if b.window == "12m")
+    assert twelve.events == pytest.approx(1150) and twelve.error_ratio == pytest.approx(10 / 1150)

@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
+import numpy as np
+import yaml
+
+from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.loaders import SloFileError, load_slos
+from monitor.slo.rules import generate_rules
+from monitor.slo.source import MinuteArraySource
+from monitor.slo.windows import NO_DATA_ALERT
 from monitor.slo.promql_forms import FormError, ratio_sli
 from monitor.slo.spec import (
+    AlertTemplate,
     AvailabilitySli,
     Budgeting,
     CounterQuery,
@@ -164,11 +172,46 @@ def test_openslo_slo_with_referenced_sli_and_alert_policy(tmp_path: Path) -> Non
     assert strict.window == TimeWindow(duration_seconds=28 * DAY)
     assert strict.budgeting is Budgeting.OCCURRENCES
     assert strict.labels == {"team": "inference", "tags": "chat,latency", "userImpacting": "true"}
+    # The policy's name is the alert name; each condition's severity word its severity label.
     assert strict.alerting.windows == (
         ExplicitWindow(severity="page", long_seconds=3600, short_seconds=300, factor=14.4,
-                       for_seconds=300),
-        ExplicitWindow(severity="ticket", long_seconds=DAY, short_seconds=7200, factor=3),
+                       for_seconds=300, alert=AlertTemplate(
+                           name="burn", labels={"severity": "critical"})),
+        ExplicitWindow(severity="ticket", long_seconds=DAY, short_seconds=7200, factor=3,
+                       alert=AlertTemplate(name="burn", labels={"severity": "warning"})),
     )
+
+
+def test_imported_alerts_keep_their_authors_names_labels_and_annotations(
+        tmp_path: Path) -> None:
+    """The generated rules and the monitor's evaluator both raise the alerts as the Sloth and
+    OpenSLO authors wrote them: name, severity label, labels, annotations, disabled pages."""
+    sloth = {s.name: s for s in load_slos(EXAMPLES / "sloth-example.yaml")}
+    openslo = load_slos(write(tmp_path, OPENSLO))[0]
+    latency, timeouts = sloth["batch-e2e-latency"], sloth["batch-not-timed-out"]
+    expected = {
+        # slo: [(alertname, severity label, its extra labels and annotations)] per window
+        latency.name: [("BatchLatencyHigh", "critical")] * 2 + [("BatchLatencyHigh",
+                                                                  "warning")] * 2,
+        timeouts.name: [("BatchTimeouts", "ticket")] * 2,  # page_alert: {disable: true}
+        openslo.name: [("burn", "critical"), ("burn", "warning")],
+    }
+    steady = (np.full(60, 100.0), np.full(60, 100.0), np.ones(60, dtype=bool))
+    source = MinuteArraySource(0, {name: steady for name in expected})
+    statuses = SloEvaluator([latency, timeouts, openslo], source, settle_seconds=0).tick(3600.0)
+    generated = yaml.safe_load(generate_rules([latency, timeouts, openslo]))
+    rules = [r for g in generated["groups"] for r in g["rules"]
+             if "alert" in r and r["alert"] != NO_DATA_ALERT]
+    for status in statuses:
+        burns = [c for c in status.conditions if c.labels["alertname"] != NO_DATA_ALERT]
+        ours = [(c.labels["alertname"], c.labels["severity"]) for c in burns]
+        theirs = [(r["alert"], r["labels"]["severity"]) for r in rules
+                  if r["labels"]["slo"] == status.name]
+        assert ours == theirs == expected[status.name]
+    page = next(r for r in rules if r["alert"] == "BatchLatencyHigh")
+    assert page["labels"]["category"] == "latency"  # alerting.labels
+    assert page["annotations"]["runbook"] == "https://runbooks.example.com/inference/batch-latency"
+    assert "burning its error budget" in page["annotations"]["summary"]  # ours stay beside
 
 
 def test_openslo_counters_become_a_ratio_sli_with_shared_labels_as_selector(

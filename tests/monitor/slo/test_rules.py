@@ -29,7 +29,7 @@ from monitor.slo.promtool_tests import (
 )
 from monitor.slo.rules_cli import RULES_FILE, TEST_FILE
 from monitor.slo.spec import Slo
-from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, burn_windows
+from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, alert_labels, burn_windows
 from tests.integration import unavailable
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -229,7 +229,7 @@ def test_min_events_calendar_and_page_only() -> None:
     assert "inferwatch_slo:error_ratio:ratio_rate1w" in records  # calendar week: nominal 7d
     windows = [r["labels"]["window"] for r in group(text, "inferwatch-slo-rejections")["rules"]
                if r.get("alert") == BURN_ALERT]
-    assert windows == ["1h/5m", "6h/30m"]
+    assert windows == ["14m/2m", "1h24m/7m"]  # a week scales the 30-day windows by 7/30
 
 
 def test_sliced_groups() -> None:
@@ -323,7 +323,7 @@ def rendered(spec: Slo, window: str, burn: float, remaining: str,
                                                             f"{burn:.1f}")
     annotations.update(burn_rate=f"{burn:.2f}", budget_remaining=remaining,
                        time_to_exhaustion=exhaustion)
-    return ExpectedAlert(rules.alert_labels(spec, w.severity.value, window), annotations)
+    return ExpectedAlert(alert_labels(spec, w.severity.value, window), annotations)
 
 
 @pytest.mark.integration
@@ -372,7 +372,7 @@ def test_hand_computed_no_data(tmp_path: Path) -> None:
     spec = slo("avail", selector={"target": "llm"})
     (tmp_path / RULES_FILE).write_text(rules.generate_rules([spec]))
     series = [('gen_ai_server_requests_total{finish_reason="stop",job="llm"}', "0+100x30")]
-    labels = rules.alert_labels(spec, "ticket", "15m")
+    labels = alert_labels(spec, "ticket", "15m")
     tests = [(45 * 60.0, NO_DATA_ALERT, []),
              (46 * 60.0, NO_DATA_ALERT,
               [ExpectedAlert(labels, rules.no_data_annotations(spec))])]
