@@ -27,6 +27,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -307,6 +308,14 @@ def _did_you_mean(key: str) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigVersion:
+    """Which content of the file a config was read from."""
+
+    stat: tuple[int, int]
+    digest: bytes
+
+
 class ConfigWatcher:
     """Follows an inferwatch.yaml: ``poll()`` returns the new config after a good edit.
 
@@ -345,6 +354,18 @@ class ConfigWatcher:
             return None
         logger.info("%s: config reloaded (%d targets)", self.path, len(self.config.targets))
         return self.config
+
+    def read(self) -> tuple[MonitorConfig, ConfigVersion]:
+        """The file as it is now, parsed but not adopted (a reload validates everything before
+        it swaps); ConfigError naming the file and fields if it is bad. Thread-safe."""
+        text, stat = self._read()
+        return parse_config(text, str(self.path)), ConfigVersion(stat, _digest(text))
+
+    def adopt(self, config: MonitorConfig, version: ConfigVersion) -> None:
+        """Take a config ``read`` returned as the one in force; ``poll`` sees no edit in it."""
+        self.config = config
+        self._stat, self._digest = version.stat, version.digest
+        self._unreadable = False
 
     def _read(self) -> tuple[str, tuple[int, int]]:
         try:

@@ -22,6 +22,8 @@ class ErrorDetail(BaseModel):
     status: int
     code: str
     message: str
+    file: str | None = Field(default=None, description="a bad configuration file")
+    problems: list[str] | None = Field(default=None, description="one per bad field")
 
 
 class ErrorBody(BaseModel):
@@ -188,3 +190,37 @@ class StoredCanaryIn(_In):
     end: float = Field(ge=0, le=1e11)
     step_seconds: float = Field(default=60.0, ge=1, le=86_400)
     judge: str | None = Field(default=None, max_length=100_000)
+
+
+class NamesChangedOut(BaseModel):
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+
+
+class ChangesOut(BaseModel):
+    slos: NamesChangedOut
+    targets: NamesChangedOut
+    restart_required: list[str] = Field(
+        description="sections edited that are read at start only (store, "
+                    "alerting.alertmanager_urls, anomaly)")
+
+
+class ReloadOut(BaseModel):
+    at: float
+    trigger: str = Field(description='"start", "SIGHUP" or "api"')
+    successful: bool
+    seconds: float = Field(description="time to read, validate and apply")
+    changes: ChangesOut
+    error: str | None
+    file: str | None
+    problems: list[str]
+
+
+class ConfigStatusOut(BaseModel):
+    file: str | None
+    slo_files: list[str]
+    targets: list[str]
+    slos: list[str]
+    last_reload: ReloadOut | None
+    last_successful_reload_at: float | None
