@@ -13,7 +13,7 @@ import asyncio
 import logging
 import signal
 import sys
-
+from collections.abc import Callable
 from pathlib import Path
 
 from monitor.alerting.book import AlertBook
@@ -23,6 +23,7 @@ from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
+from monitor.headroom.monitor import HeadroomMonitor
 from monitor.recorder import StoreRecorder
 from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.loaders import SloFileError, load_slos
@@ -57,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     recorder.start()
     print(f"collecting {len(watcher.config.targets)} targets from {args.config} into {url}; "
           f"{len(slos)} SLOs", flush=True)
-    alerting = (alerting_loop(watcher.config, store, slos)
-                if slos or watcher.config.anomaly.enabled else None)
+    alerting = (alerting_loop(watcher.config, store, slos, lambda: watcher.config)
+                if needs_alerting(watcher.config, slos) else None)
     try:
         asyncio.run(_collect(watcher, recorder, alerting))
     except KeyboardInterrupt:
@@ -83,7 +84,16 @@ def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
     return slos
 
 
-def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:
+def needs_alerting(config: MonitorConfig, slos: list[Slo]) -> bool:
+    """Anything to evaluate: SLOs, anomalies, or a target's capacity headroom."""
+    return bool(slos) or config.anomaly.enabled or any(
+        t.capacity is not None for t in config.targets)
+
+
+def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo],
+                  current: Callable[[], MonitorConfig] | None = None) -> AlertingLoop:
+    """The evaluation loop; ``current`` gives the config in force (edits of the targets'
+    capacity apply live), else ``config`` stays."""
     settings = config.alerting
     evaluator = (SloEvaluator(slos, StoreSliSource(store),
                               settle_seconds=settings.settle_seconds) if slos else None)
@@ -96,7 +106,8 @@ def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> Alert
                 else None)
     return AlertingLoop(evaluator, book, delivery,
                         interval_seconds=settings.evaluation_interval_seconds,
-                        external_url=settings.external_url, anomalies=anomalies)
+                        external_url=settings.external_url, anomalies=anomalies,
+                        headroom=HeadroomMonitor(store, current or (lambda: config)))
 
 
 async def _collect(watcher: ConfigWatcher, recorder: StoreRecorder,

@@ -22,8 +22,9 @@ from exporters.sockets import bind_socket
 from monitor.alerting.loop import AlertingLoop
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
+from monitor.headroom.metrics import HeadroomCollector
 from monitor.api.runs import RunManager
-from monitor.collect_cli import alerting_loop
+from monitor.collect_cli import alerting_loop, needs_alerting
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigWatcher
 from monitor.recorder import StoreRecorder
@@ -73,10 +74,13 @@ class MonitorService:
         self.recorder.register_targets(watcher.config)
         config = watcher.config
         self.alerting: AlertingLoop | None = (
-            alerting_loop(config, store, slos) if slos or config.anomaly.enabled else None)
+            alerting_loop(config, store, slos, lambda: self.watcher.config)
+            if needs_alerting(config, slos) else None)
         if self.alerting is not None:
             self.alerting.on_round = self.metrics.observe_round
             self.metrics.registry.register(SloCollector(self.alerting))
+            if self.alerting.headroom is not None:
+                self.metrics.registry.register(HeadroomCollector(self.alerting.headroom))
         self.scrapes = ScrapeObserver(self.recorder, self.metrics)
         self.runs = RunManager(store.engine)
         self.state = ServiceState(store, lambda: self.watcher.config, slos, self.metrics,
