@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from monitor.headroom.monitor import HeadroomMonitor
+
+HEADROOM_METRIC: Final = "inferwatch_target_capacity_headroom_ratio"
+BINDING_METRIC: Final = "inferwatch_target_capacity_binding_info"
 
 
 class HeadroomCollector(Collector):
@@ -25,11 +29,11 @@ class HeadroomCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         ratio = GaugeMetricFamily(
-            "inferwatch_target_capacity_headroom_ratio",
+            HEADROOM_METRIC,
             "1 - load / the capacity a sweep measured within the SLO, per load dimension",
             labels=["target", "dimension"])
         binding = GaugeMetricFamily(
-            "inferwatch_target_capacity_binding_info",
+            BINDING_METRIC,
             "The dimension with the least headroom now, and the one the sweep found binding",
             labels=["target", "dimension", "bench_dimension"])
         for name, status in sorted(self._monitor.statuses.items()):
