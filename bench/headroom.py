@@ -1,6 +1,7 @@
 """From a measured capacity to a warning before the page: sweep, propose, watch a ramp.
 
-On the reference server (tiny model, ``--max-num-seqs 4``, prompt-heavy requests):
+On the reference server (tiny model, ``--max-num-seqs 4``, prompt-heavy requests: 200-400
+prompt tokens, 64 output tokens), with the monitor watching throughout:
 
 1. a rate sweep finds the max rate at which 99% of requests meet TTFT <= 200 ms and
    TPOT <= 50 ms, recorded in a SQLite store with its capacity per dimension;
@@ -11,12 +12,13 @@ On the reference server (tiny model, ``--max-num-seqs 4``, prompt-heavy requests
    the monitor is polled: its headroom, and when the headroom ticket
    (InferwatchCapacityHeadroomLow) and the latency SLO's burn-rate page fire.
 
-It prints per ramp step the offered rate, the headroom the monitor reported (mean) with its
-binding dimension, the SLO attainment the load generator measured, and the alerts, then when
-each alert fired and by how much the warning led the page.
+It prints per ramp step the offered rate, the headroom the monitor reported at the step's end
+with its binding dimension, the SLO attainment the load generator measured, and the alerts
+firing, then when each alert fired and by how much the warning led the page.
 
-    python -m bench.headroom                                     # about 6 minutes
-    python -m bench.headroom --sweep-step 4 --ramp-step 12 --ramp 0.3,0.9,1.6   # a smoke run
+    python -m bench.headroom                                     # about 7 minutes
+    python -m bench.headroom --sweep-step 6 --ramp-step 12 --ramp 0.3,0.7,2   # a smoke run
+    python -m bench.headroom --step-latency 0.1                  # a slot-bound server
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class BenchOptions:
     # Seconds added to every engine step (the server's latency fault), 0 for none: a server
     # bound by its batch slots and step time rather than by a CPU that others share.
     step_latency_seconds: float = 0.0
-    pin_cpus: bool = True
+    pin_cpus: bool = False
 
     def workload(self) -> WorkloadSpec:
         return WorkloadSpec(input_len=LengthDist.parse(self.input_len, "input"),
@@ -385,11 +387,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ramp-step", type=float, default=defaults.ramp_step_seconds)
     p.add_argument("--ramp", default=",".join(f"{f:g}" for f in defaults.ramp),
                    help="fractions of the measured capacity, one step each")
+    p.add_argument("--sweep-rates", default=",".join(f"{r:g}" for r in defaults.sweep_rates))
+    p.add_argument("--warn-below", type=float, default=defaults.warn_below_ratio,
+                   help="the headroom ticket's threshold")
+    p.add_argument("--step-latency", type=float, default=0.0,
+                   help="seconds added to every engine step (the server's latency fault)")
+    p.add_argument("--pin", action="store_true",
+                   help="the server on CPUs 1.., this process and the monitor on CPU 0")
     p.add_argument("--out", help="write the outcome as JSON here")
     args = p.parse_args(argv)
     options = BenchOptions(sweep_step_seconds=args.sweep_step,
                            ramp_step_seconds=args.ramp_step,
-                           ramp=tuple(float(f) for f in args.ramp.split(",")))
+                           ramp=tuple(float(f) for f in args.ramp.split(",")),
+                           sweep_rates=tuple(float(r) for r in args.sweep_rates.split(",")),
+                           warn_below_ratio=args.warn_below,
+                           step_latency_seconds=args.step_latency, pin_cpus=args.pin)
     with tempfile.TemporaryDirectory(prefix="headroom-bench-") as workdir:
         outcome = run_bench(options, Path(workdir))
     print(format_outcome(outcome))
