@@ -1,16 +1,18 @@
 """From a measured capacity to a warning before the page: sweep, propose, watch a ramp.
 
-On the reference server (tiny model, ``--max-num-seqs 4``, prompt-heavy requests: 200-400
-prompt tokens, 64 output tokens), with the monitor watching throughout:
+On the reference server (tiny model, 8 batch slots, every engine step slowed by 100 ms with
+its latency fault, so that its capacity is set by slots and step time rather than by a CPU
+other processes share; 20-60 prompt and 16 output tokens a request), with the monitor
+watching throughout:
 
-1. a rate sweep finds the max rate at which 99% of requests meet TTFT <= 200 ms and
-   TPOT <= 50 ms, recorded in a SQLite store with its capacity per dimension;
+1. a rate sweep finds the max rate at which 99% of requests meet TTFT <= 1 s and
+   TPOT <= 250 ms, recorded in a SQLite store with its capacity per dimension;
 2. ``inferwatch slo propose`` turns it into an SLO file (checked with the project's loader);
 3. ``inferwatch serve`` watches the server with those SLOs and the target's
    ``capacity: {sweep: NAME}``, scraping every second;
-4. open-loop Poisson load ramps through fractions of the measured capacity, a step each, while
-   the monitor is polled: its headroom, and when the headroom ticket
-   (InferwatchCapacityHeadroomLow) and the latency SLO's burn-rate page fire.
+4. open-loop Poisson load steps through fractions of the measured capacity while the monitor
+   is polled: its headroom, and when the headroom ticket (InferwatchCapacityHeadroomLow,
+   below 20% for 10 s) and the latency SLO's burn-rate page fire.
 
 It prints per ramp step the offered rate, the headroom the monitor reported at the step's end
 with its binding dimension, the SLO attainment the load generator measured, and the alerts
@@ -18,7 +20,7 @@ firing, then when each alert fired and by how much the warning led the page.
 
     python -m bench.headroom                                     # about 7 minutes
     python -m bench.headroom --sweep-step 6 --ramp-step 12 --ramp 0.3,0.7,2   # a smoke run
-    python -m bench.headroom --step-latency 0.1                  # a slot-bound server
+    python -m bench.headroom --step-latency 0   # CPU-bound: noisy on a shared 2-core box
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any, Final
 
 import httpx
 
+from bench.cpu_meter import BUSY_WARNING_CORES, OtherCpuMeter
 from monitor.headroom.config import HEADROOM_ALERT
 from monitor.loadgen.metrics import LatencySlo, summarize
 from monitor.loadgen.runner import Endpoint, Limits, run_load
@@ -59,23 +62,23 @@ _LISTENING: Final = re.compile(r"listening on (http://\S+)")
 
 @dataclass(frozen=True, slots=True)
 class BenchOptions:
-    server_args: tuple[str, ...] = ("--model", "tiny", "--max-num-seqs", "4")
-    input_len: str = "uniform:200-400"
-    output_len: str = "fixed:64"
-    ttft_seconds: float = 0.2
-    tpot_seconds: float = 0.05
-    sweep_rates: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    server_args: tuple[str, ...] = ("--model", "tiny", "--max-num-seqs", "8")
+    input_len: str = "uniform:20-60"
+    output_len: str = "fixed:16"
+    ttft_seconds: float = 1.0
+    tpot_seconds: float = 0.25
+    sweep_rates: tuple[float, ...] = (1.0, 2.0, 3.0, 4.0, 6.0)
     sweep_step_seconds: float = 15.0
     refine_steps: int = 2
-    ramp: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)   # x the measured capacity
-    ramp_step_seconds: float = 40.0
+    ramp: tuple[float, ...] = (0.25, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0)   # x the capacity
+    ramp_step_seconds: float = 30.0
     warn_below_ratio: float = 0.2
     for_seconds: float = 10.0
     window_seconds: float = 15.0
     seed: int = 1
-    # Seconds added to every engine step (the server's latency fault), 0 for none: a server
-    # bound by its batch slots and step time rather than by a CPU that others share.
-    step_latency_seconds: float = 0.0
+    # Seconds added to every engine step (the server's latency fault), 0 for none: 0.1 makes
+    # a server bound by its batch slots and step time rather than by a CPU that others share.
+    step_latency_seconds: float = 0.1
     pin_cpus: bool = False
 
     def workload(self) -> WorkloadSpec:
@@ -280,8 +283,13 @@ def run_bench(options: BenchOptions, workdir: Path) -> Outcome:
             reference_server(server_arguments(options), 120.0, server_cpus) as ref_url:
         slow_steps(ref_url, options.step_latency_seconds)
         # The monitor watches during the sweep too, as in production: its own work on this
-        # machine is then part of the capacity measured.
-        with serving_monitor(write_config(workdir, ref_url, store_url, None, options)):
+        # machine is then part of the capacity measured. Into a store of its own, so that the
+        # SLOs of the ramp are judged on the ramp's traffic, not on the sweep's overload.
+        sweep_dir = workdir / "during-sweep"
+        sweep_dir.mkdir()
+        watching = write_config(sweep_dir, ref_url, f"sqlite:///{sweep_dir / 'store.db'}",
+                                None, options)
+        with serving_monitor(watching):
             run_id = run_sweep(ref_url, options, store_url)
         document = _stored_result(store_url, run_id)
         dimensions = document.get("dimensions")
@@ -293,6 +301,28 @@ def run_bench(options: BenchOptions, workdir: Path) -> Outcome:
             outcome = watch(ref_url, monitor, float(dimensions["max_rate"]), options)
     outcome.capacity = dimensions
     return outcome
+
+
+class OthersMeter:
+    """Cores other processes kept busy: system-wide CPU time less this process's and its
+    children's (the server and the monitor, counted once they have exited)."""
+
+    def __init__(self) -> None:
+        self._meter = OtherCpuMeter()
+        self._children = _children_seconds()
+        self._began = time.perf_counter()
+
+    def cores(self) -> float | None:
+        others = self._meter.cores()
+        if others is None:
+            return None
+        children = (_children_seconds() - self._children) / (time.perf_counter() - self._began)
+        return max(0.0, others - children)
+
+
+def _children_seconds() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 _ADMIN_TOKEN: Final = "headroom-bench-admin-token"
@@ -390,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sweep-rates", default=",".join(f"{r:g}" for r in defaults.sweep_rates))
     p.add_argument("--warn-below", type=float, default=defaults.warn_below_ratio,
                    help="the headroom ticket's threshold")
-    p.add_argument("--step-latency", type=float, default=0.0,
+    p.add_argument("--step-latency", type=float, default=defaults.step_latency_seconds,
                    help="seconds added to every engine step (the server's latency fault)")
     p.add_argument("--pin", action="store_true",
                    help="the server on CPUs 1.., this process and the monitor on CPU 0")
@@ -402,9 +432,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                            sweep_rates=tuple(float(r) for r in args.sweep_rates.split(",")),
                            warn_below_ratio=args.warn_below,
                            step_latency_seconds=args.step_latency, pin_cpus=args.pin)
+    meter = OthersMeter()
     with tempfile.TemporaryDirectory(prefix="headroom-bench-") as workdir:
         outcome = run_bench(options, Path(workdir))
     print(format_outcome(outcome))
+    others = meter.cores()
+    print(f"machine: {os.cpu_count()} CPUs; others (cores kept busy by other processes): "
+          + (f"{others:.2f}" if others is not None else "n/a")
+          + (" (high: figures are noisy)" if others and others > BUSY_WARNING_CORES else ""))
     if args.out:
         Path(args.out).write_text(json.dumps(asdict(outcome), indent=2) + "\n")
     return 0

@@ -13,6 +13,8 @@
         url: http://127.0.0.1:8000/metrics
         engine: auto               # or a mapping table: vllm, tgi, sglang, triton, llamacpp, ...
         labels: {model: tiny, role: baseline}
+        capacity: {sweep: nightly} # optional: live headroom against a stored sweep (or numbers)
+    headroom: {warn_below_ratio: 0.2, for_seconds: 300}   # optional (monitor/headroom/config.py)
 
 ``load_config`` validates the whole file when it is read; a bad file raises ``ConfigError``
 naming the file and every bad field by its path (``targets[2].scrape_timeout_seconds``).
