@@ -424,9 +424,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="seconds added to every engine step (the server's latency fault)")
     p.add_argument("--pin", action="store_true",
                    help="the server on CPUs 1.., this process and the monitor on CPU 0")
+    p.add_argument("--max-num-seqs", type=int, default=8, help="the server's batch slots")
+    p.add_argument("--input-len", default=defaults.input_len)
+    p.add_argument("--output-len", default=defaults.output_len)
+    p.add_argument("--ttft-ms", type=float, default=defaults.ttft_seconds * 1000)
+    p.add_argument("--tpot-ms", type=float, default=defaults.tpot_seconds * 1000)
+    p.add_argument("--window", type=float, default=defaults.window_seconds,
+                   help="seconds of load the headroom is read over")
+    p.add_argument("--for", dest="for_seconds", type=float, default=defaults.for_seconds,
+                   help="seconds the headroom must stay low before the ticket fires")
     p.add_argument("--out", help="write the outcome as JSON here")
     args = p.parse_args(argv)
-    options = BenchOptions(sweep_step_seconds=args.sweep_step,
+    options = BenchOptions(server_args=("--model", "tiny", "--max-num-seqs",
+                                        str(args.max_num_seqs)),
+                           input_len=args.input_len, output_len=args.output_len,
+                           ttft_seconds=args.ttft_ms / 1000, tpot_seconds=args.tpot_ms / 1000,
+                           window_seconds=args.window, for_seconds=args.for_seconds,
+                           sweep_step_seconds=args.sweep_step,
                            ramp_step_seconds=args.ramp_step,
                            ramp=tuple(float(f) for f in args.ramp.split(",")),
                            sweep_rates=tuple(float(r) for r in args.sweep_rates.split(",")),
