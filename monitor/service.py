@@ -22,11 +22,11 @@ from exporters.sockets import bind_socket
 from monitor.alerting.loop import AlertingLoop
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
-from monitor.headroom.metrics import HeadroomCollector
 from monitor.api.runs import RunManager
 from monitor.collect_cli import alerting_loop, needs_alerting
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigWatcher
+from monitor.headroom.metrics import HeadroomCollector
 from monitor.recorder import StoreRecorder
 from monitor.slo.spec import Slo
 from monitor.store import Store
