@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from monitor.loadgen.dimensions import profile_json
+from monitor.loadgen.dimensions import profile, profile_json
 from monitor.loadgen.metrics import DEFAULT_PERCENTILES, LatencySlo, RunSummary, summarize
 from monitor.loadgen.runner import (
     Endpoint,
@@ -142,6 +142,12 @@ class SweepResult:
             lines.append(f"max rate with >= {target:.1%} of requests within "
                          f"{self.options.slo.describe()}: {self.max_rate_under_slo:.3g} req/s "
                          f"(bracket {self.bracket[0]}..{self.bracket[1]})")
+        found = profile(self.to_json())
+        if found is not None:
+            binding = found.binding
+            lines.append("capacity per dimension: " + ", ".join(
+                f"{d.value} {v:.4g}" for d, v in found.capacity.items()))
+            lines.append(f"binding dimension: {binding.dimension or 'none'} ({binding.reason})")
         if self.note:
             lines.append(self.note)
         return "\n".join(lines)
