@@ -23,6 +23,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
      "a load that rises and falls and a fault"),
     ("silence", "monitor.alerting.silence_cli", "maintenance windows: Alertmanager silences"),
     ("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),
+    ("slo", "monitor.slo.cli", "SLO files from measurements: propose one from a sweep"),
     ("dashboards", "monitor.dashboards.cli",
      "Grafana dashboards from the metric schema: generate, push"),
     ("anomaly", "monitor.anomaly.cli", "anomaly detectors over a timestamp,value CSV"),

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import signal
 import sys
-
+from collections.abc import Callable
 from pathlib import Path
 
 from monitor.alerting.book import AlertBook
@@ -24,6 +24,7 @@ from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
+from monitor.headroom.monitor import HeadroomMonitor
 from monitor.recorder import StoreRecorder
 from monitor.reload import LiveConfig, SloFiles
 from monitor.slo.evaluator import SloEvaluator
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     recorder.register_targets(watcher.config)
     recorder.start()
     # Always an alerting loop and an evaluator, even without SLOs: a reload may add some.
-    live = LiveConfig(watcher, alerting_loop(watcher.config, store, slos), recorder,
+    live = LiveConfig(watcher, alerting_loop(watcher.config, store, slos,
+                                             lambda: watcher.config), recorder,
                       slo_files=slo_files)
     banner = (f"collecting {len(watcher.config.targets)} targets from {args.config} into "
               f"{url}; {len(slos)} SLOs")
@@ -79,7 +81,10 @@ def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
     return SloFiles().load(config, base)
 
 
-def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:
+def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo],
+                  current: Callable[[], MonitorConfig] | None = None) -> AlertingLoop:
+    """The evaluation loop; ``current`` gives the config in force (edits of the targets'
+    capacity apply live), else ``config`` stays."""
     settings = config.alerting
     evaluator = SloEvaluator(slos, StoreSliSource(store), settle_seconds=settings.settle_seconds)
     anomalies = (AnomalyMonitor(store, AnomalyParams(step_seconds=config.anomaly.step_seconds),
@@ -91,7 +96,8 @@ def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> Alert
                 else None)
     return AlertingLoop(evaluator, book, delivery,
                         interval_seconds=settings.evaluation_interval_seconds,
-                        external_url=settings.external_url, anomalies=anomalies)
+                        external_url=settings.external_url, anomalies=anomalies,
+                        headroom=HeadroomMonitor(store, current or (lambda: config)))
 
 
 async def _collect(live: LiveConfig, banner: str) -> None:

@@ -13,6 +13,8 @@
         url: http://127.0.0.1:8000/metrics
         engine: auto               # or a mapping table: vllm, tgi, sglang, triton, llamacpp, ...
         labels: {model: tiny, role: baseline}
+        capacity: {sweep: nightly} # optional: live headroom against a stored sweep (or numbers)
+    headroom: {warn_below_ratio: 0.2, for_seconds: 300}   # optional (monitor/headroom/config.py)
 
 ``load_config`` validates the whole file when it is read; a bad file raises ``ConfigError``
 naming the file and every bad field by its path (``targets[2].scrape_timeout_seconds``).
@@ -46,6 +48,7 @@ from pydantic import (
 from exporters.adapters import check_extra_labels, load_tables
 from exporters.exposition import DEFAULT_MAX_BYTES
 from exporters.fetch import AUTO
+from monitor.headroom.config import CapacityConfig, HeadroomConfig
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +111,8 @@ class TargetConfig(_Section):
     promql_selector: str | None = None
     # Windows end this far behind now, so samples Prometheus has not ingested yet are not lost.
     promql_delay_seconds: float = Field(default=30.0, ge=0)
+    # What the target sustains within its SLO (a stored sweep or numbers): its live headroom.
+    capacity: CapacityConfig | None = None
 
     _labels_ok = field_validator("labels")(_check_labels)
 
@@ -205,6 +210,7 @@ class MonitorConfig(_Section):
     slos: tuple[str, ...] = ()
     alerting: AlertingConfig = AlertingConfig()
     anomaly: AnomalyConfig = AnomalyConfig()
+    headroom: HeadroomConfig = HeadroomConfig()  # when the targets' capacity headroom warns
 
     @model_validator(mode="before")
     @classmethod
@@ -302,7 +308,8 @@ def _field_path(loc: Sequence[int | str]) -> str:
 
 
 def _did_you_mean(key: str) -> str:
-    known = {name for model in (DefaultsConfig, TargetConfig, StoreConfig, MonitorConfig)
+    known = {name for model in (DefaultsConfig, TargetConfig, StoreConfig, MonitorConfig,
+                                CapacityConfig, HeadroomConfig)
              for name in model.model_fields}
     close = difflib.get_close_matches(key, sorted(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""

@@ -27,6 +27,7 @@ from monitor.api.runs import RunManager
 from monitor.collect_cli import alerting_loop
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigWatcher
+from monitor.headroom.metrics import HeadroomCollector
 from monitor.recorder import StoreRecorder
 from monitor.reload import LiveConfig, SloFiles
 from monitor.slo.spec import Slo
@@ -74,9 +75,12 @@ class MonitorService:
         self.recorder = StoreRecorder(store)
         self.recorder.register_targets(watcher.config)
         # Always an alerting loop and an evaluator, even without SLOs: a reload may add some.
-        self.alerting: AlertingLoop = alerting_loop(watcher.config, store, slos)
+        self.alerting: AlertingLoop = alerting_loop(watcher.config, store, slos,
+                                                    lambda: self.watcher.config)
         self.alerting.on_round = self.metrics.observe_round
         self.metrics.registry.register(SloCollector(self.alerting))
+        if self.alerting.headroom is not None:
+            self.metrics.registry.register(HeadroomCollector(self.alerting.headroom))
         self.scrapes = ScrapeObserver(self.recorder, self.metrics)
         self.runs = RunManager(store.engine)
         self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,

@@ -87,6 +87,29 @@ class AlertOut(BaseModel):
     value: float | None
 
 
+class HeadroomDimensionOut(BaseModel):
+    dimension: str                    # requests_per_second, prompt_tokens_per_second, ...
+    unit: str
+    load: float
+    capacity: float
+    headroom_ratio: float
+
+
+class HeadroomOut(BaseModel):
+    """Load against the capacity a sweep measured: 1 - load / capacity, the least over the
+    dimensions (``binding_dimension`` gives it); below ``warn_below_ratio`` is ``low``."""
+
+    state: Literal["ok", "low", "no_data", "no_capacity"]
+    headroom_ratio: float | None
+    binding_dimension: str | None
+    bench_binding_dimension: str | None   # what the sweep found binding
+    warn_below_ratio: float
+    capacity_source: str | None
+    dimensions: list[HeadroomDimensionOut]
+    evaluated_at: float
+    error: str | None
+
+
 class TargetOut(BaseModel):
     name: str
     url: str
@@ -97,6 +120,7 @@ class TargetOut(BaseModel):
     last_scrape_at: float | None
     last_scrape_seconds: float | None
     last_error: str | None
+    headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
 
 
 class SeriesOut(BaseModel):
