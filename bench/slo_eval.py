@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.cpu_meter import OtherCpuMeter
 from monitor.slo.evaluator import SloEvaluator
-from monitor.slo.source import Step
+from monitor.slo.source import Step, StepArrays
 from monitor.slo.spec import Slo
 
 T_END = 1_790_000_000 // 3600 * 3600  # the simulated "now" the history runs up to
@@ -38,19 +38,22 @@ class SyntheticSource:
         self.seeds = {i: 1000 + i for i in range(num_series)}
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
+        return self.read_arrays(slo, start, end, step).steps()
+
+    def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
         seed = self.seeds[int(slo.name.rsplit("-", 1)[1])]
         first, last = int(start // 60) + 1, int(end // 60)
         minutes = np.arange(first, last + 1)
         total = 80 + (minutes * 2654435761 + seed * 97) % 41  # deterministic, cheap
         bad = np.where((minutes + seed) % 5000 < 7, total // 2,
                        ((minutes * 40503 + seed) % 2000 == 0).astype(np.int64))
-        steps: list[Step] = []
         per_step = max(int(step // 60), 1)
-        for k in range(0, len(minutes), per_step):
-            t = float(min(minutes[min(k + per_step, len(minutes)) - 1] * 60, end))
-            tot = float(total[k:k + per_step].sum())
-            steps.append(Step(t, tot - float(bad[k:k + per_step].sum()), tot, True))
-        return steps
+        firsts = np.arange(0, len(minutes), per_step)
+        lasts = np.minimum(firsts + per_step, len(minutes)) - 1
+        totals = np.add.reduceat(total, firsts).astype(np.float64)
+        goods = totals - np.add.reduceat(bad, firsts)
+        ends = np.minimum(minutes[lasts] * 60, end).astype(np.float64)
+        return StepArrays(ends, goods, totals, np.ones(len(ends), dtype=np.bool_))
 
 
 def slos(n: int, period: str) -> list[Slo]:

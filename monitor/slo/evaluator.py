@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+import numpy as np
+import numpy.typing as npt
+
 from monitor.slo.durations import format_duration
 from monitor.slo.history import Counts, EventHistory
-from monitor.slo.source import SliSource, Step
+from monitor.slo.source import SliSource, Step, StepArrays, read_arrays
 from monitor.slo.spec import Budgeting, Slo, ThroughputSli
 from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT, BurnWindow, Severity, burn_windows
 
@@ -146,13 +149,14 @@ class SloEvaluator:
         if tracked.closed_through is None:
             self._load_history(tracked, closed_end, now)
         elif closed_end > tracked.closed_through:
-            self._append(tracked, self.source.read(tracked.slo, tracked.closed_through,
-                                                   closed_end, _MINUTE))
+            self._append(tracked, read_arrays(self.source, tracked.slo, tracked.closed_through,
+                                              closed_end, _MINUTE))
         tracked.closed_through = max(tracked.closed_through or closed_end, closed_end)
 
     def _load_history(self, tracked: _Tracked, closed_end: float, now: float) -> None:
         """First tick: the budget period in hours, then the alert windows in minutes (timeslice
-        SLOs read minutes throughout: each slice is judged on its own)."""
+        SLOs read minutes throughout: each slice is judged on its own). Read and appended as
+        columns: a month of hours and days of minutes per SLO, no object per step."""
         slo = tracked.slo
         period_start = _period_start(slo, now)
         ring_start = closed_end - tracked.events.minute_capacity * _MINUTE
@@ -161,31 +165,42 @@ class SloEvaluator:
             hours_from = math.floor(period_start / _HOUR) * _HOUR
             hours_to = math.floor(ring_start / _HOUR) * _HOUR
             if hours_to > hours_from:
-                for step in self.source.read(slo, hours_from, hours_to, _HOUR):
-                    tracked.events.append(round(step.end / _MINUTE), step.good, step.total,
-                                          step.has_data)
+                hours = read_arrays(self.source, slo, hours_from, hours_to, _HOUR)
+                tracked.events.extend(_minutes_of(hours), hours.good, hours.total,
+                                      hours.has_data)
                 minutes_from = hours_to
         else:
             minutes_from = min(ring_start, math.floor(period_start / _HOUR) * _HOUR)
         if closed_end > minutes_from:
-            self._append(tracked, self.source.read(slo, minutes_from, closed_end, _MINUTE))
+            self._append(tracked, read_arrays(self.source, slo, minutes_from, closed_end,
+                                              _MINUTE))
 
-    def _append(self, tracked: _Tracked, steps: Sequence[Step]) -> None:
+    def _append(self, tracked: _Tracked, steps: StepArrays) -> None:
+        minutes = _minutes_of(steps)
+        # A minute not after the latest one appended (read before) is not appended twice.
+        latest = -1 if tracked.events.last_minute is None else tracked.events.last_minute
+        before = np.maximum.accumulate(np.concatenate(([latest], minutes[:-1])))
+        new = minutes > before
+        if not new.all():
+            minutes, steps = minutes[new], StepArrays(steps.end[new], steps.good[new],
+                                                      steps.total[new], steps.has_data[new])
+        if tracked.raw is None:
+            tracked.events.extend(minutes, steps.good, steps.total, steps.has_data)
+            return
         slo = tracked.slo
-        for step in steps:
-            minute = round(step.end / _MINUTE)
-            if tracked.events.last_minute is not None and minute <= tracked.events.last_minute:
-                continue
-            if tracked.raw is None:
-                tracked.events.append(minute, step.good, step.total, step.has_data)
-                continue
+        assert slo.timeslice_seconds is not None
+        slice_minutes = round(slo.timeslice_seconds / _MINUTE)
+        for minute, step in zip(minutes.tolist(), steps.steps(), strict=True):
             tracked.raw.append(minute, step.good, step.total, step.has_data)
-            assert slo.timeslice_seconds is not None
-            slice_minutes = round(slo.timeslice_seconds / _MINUTE)
             good = total = 0.0
             if minute % slice_minutes == 0:
                 good, total = _judge_slice(slo, tracked.raw.last(slice_minutes))
             tracked.events.append(minute, good, total, step.has_data)
+
+
+def _minutes_of(steps: StepArrays) -> npt.NDArray[np.int64]:
+    """The minute each step ends in (``round``: to the nearest, ties to even)."""
+    return np.rint(steps.end / _MINUTE).astype(np.int64)
 
 
 def _track(slo: Slo) -> _Tracked:
