@@ -11,16 +11,17 @@ definitions (``monitor.slo.spec``).
 
 from __future__ import annotations
 
-import functools
+__all__ = ["ArraySliSource", "BulkSliSource", "MinuteArraySource", "SliSource", "Step",
+           "StepArrays", "StoreSliSource", "read_arrays"]
+
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from exporters import schema
+from monitor.slo.bulk_source import bucket_bound, read_many
 from monitor.slo.spec import (
     PRE_ENGINE_ERRORS,
     AvailabilitySli,
@@ -29,77 +30,17 @@ from monitor.slo.spec import (
     Slo,
     ThroughputSli,
 )
+from monitor.slo.steps import (
+    ArraySliSource,
+    BulkSliSource,
+    Floats,
+    SliSource,
+    Step,
+    StepArrays,
+    read_arrays,
+)
 from monitor.store.db import Store
 from monitor.store.queries import Selector, counter_series, histogram_series
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step's SLI reading; ``end`` is the step's end (Unix seconds)."""
-
-    end: float
-    good: float
-    total: float
-    has_data: bool
-
-
-class SliSource(Protocol):
-    def read(self, slo: Slo, start: float, end: float, step: float) -> Sequence[Step]:
-        """Readings of steps (start + (k-1) step, start + k step] up to ``end``."""
-        ...
-
-
-Floats = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True, slots=True)
-class StepArrays:
-    """Steps as columns: what a first tick loads (a month of hours and days of minutes per
-    SLO) without a Python object per step."""
-
-    end: Floats
-    good: Floats
-    total: Floats
-    has_data: npt.NDArray[np.bool_]
-
-    @classmethod
-    def of(cls, steps: Sequence[Step]) -> StepArrays:
-        return cls(np.array([s.end for s in steps], dtype=np.float64),
-                   np.array([s.good for s in steps], dtype=np.float64),
-                   np.array([s.total for s in steps], dtype=np.float64),
-                   np.array([s.has_data for s in steps], dtype=np.bool_))
-
-    def __len__(self) -> int:
-        return len(self.end)
-
-    def steps(self) -> list[Step]:
-        return [Step(*row) for row in zip(self.end.tolist(), self.good.tolist(),
-                                          self.total.tolist(), self.has_data.tolist(),
-                                          strict=True)]
-
-
-@runtime_checkable
-class ArraySliSource(SliSource, Protocol):
-    """A source that can also answer in columns, the same steps as ``read``."""
-
-    def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
-        ...
-
-
-def read_arrays(source: SliSource, slo: Slo, start: float, end: float,
-                step: float) -> StepArrays:
-    """``source.read`` as columns, in the source's own columns when it has them (and has not
-    overridden ``read`` below them: a subclass changing ``read`` alone is read through it)."""
-    if isinstance(source, ArraySliSource) and _columns_follow_read(type(source)):
-        return source.read_arrays(slo, start, end, step)
-    return StepArrays.of(source.read(slo, start, end, step))
-
-
-@functools.cache
-def _columns_follow_read(cls: type) -> bool:
-    def owner(name: str) -> type:
-        return next(k for k in cls.__mro__ if name in vars(k))
-    return issubclass(owner("read_arrays"), owner("read"))
 
 
 class StoreSliSource:
@@ -107,6 +48,13 @@ class StoreSliSource:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def read_many(self, slos: Sequence[Slo], start: float, end: float,
+                  step: float) -> dict[str, StepArrays | Exception]:
+        """Many SLOs over one range, each metric read once for all targets
+        (``monitor.slo.bulk_source``): the same steps as ``read`` gives each of them."""
+        return read_many(self.store, slos, start, end, step,
+                         lambda slo: self.read(slo, start, end, step))
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
         selector = Selector(slo.selector.target, slo.selector.labels)
@@ -182,15 +130,7 @@ class StoreSliSource:
 
 
 def _bound(bounds: Sequence[float], sli: LatencySli) -> float:
-    """The stored bucket bound equal to the threshold. Engines with other buckets (vLLM's
-    TTFT has none at 0.2 s) cannot answer exactly, and an interpolated count is not one."""
-    for bound in bounds:
-        if abs(bound - sli.threshold_seconds) <= 1e-9 * sli.threshold_seconds:
-            return bound
-    nearest = sorted(bounds, key=lambda b: abs(b - sli.threshold_seconds))[:3]
-    raise ValueError(f"{sli.histogram} as stored has no bucket bound at "
-                     f"{sli.threshold_seconds:g}s (nearest: {sorted(nearest)}); choose a "
-                     "threshold the engine's buckets have")
+    return bucket_bound(bounds, sli)
 
 
 class MinuteArraySource:

@@ -123,3 +123,24 @@ def _positions_and_values(blobs: Sequence[bytes], dtype: np.dtype[Any],
     row_offset = np.cumsum(lengths) - lengths
     positions = np.repeat(base - row_offset, lengths)
     return positions + np.arange(values.size), values.astype(np.float64)
+
+
+def value_positions(blobs: Sequence[bytes], first_buckets: Sequence[int]
+                    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                               npt.NDArray[np.float64]]:
+    """Every stored count of these rows as (row index, bucket index, count), all types."""
+    rows, buckets, values = [], [], []
+    firsts = np.asarray(first_buckets, dtype=np.int64)
+    for code, dtype in _TYPES.items():
+        chosen = [i for i, blob in enumerate(blobs) if blob[:1] == code]
+        if chosen:
+            positions, found = _positions_and_values([blobs[i] for i in chosen], dtype,
+                                                     firsts[chosen])
+            lengths = [(len(blobs[i]) - 1) // dtype.itemsize for i in chosen]
+            rows.append(np.repeat(np.asarray(chosen, dtype=np.int64), lengths))
+            buckets.append(positions)
+            values.append(found)
+    if not values:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), np.zeros(0)
+    return np.concatenate(rows), np.concatenate(buckets), np.concatenate(values)
