@@ -32,7 +32,7 @@ from monitor.store.by_target import (
     HistogramByTarget,
     TargetRows,
     answered_by_target,
-    counter_by_target,
+    counters_by_target,
     histogram_by_target,
 )
 from monitor.store.db import Store
@@ -43,8 +43,9 @@ from monitor.store.queries import Selector, StepGrid, select_series
 def read_many(store: Store, slos: Sequence[Slo], start: float, end: float, step: float,
               per_slo: Callable[[Slo], Sequence[Step]]) -> dict[str, StepArrays | Exception]:
     grid = StepGrid(start, end, step)
+    selectors = list({str(s): s for s in map(_selector, slos)}.values())
     with read_connection(store.engine) as conn:
-        reads = _TargetReads(conn, store, TargetRows.read(conn, grid), slos)
+        reads = _TargetReads(conn, store, TargetRows.read(conn, grid, selectors), slos)
         answers: dict[str, StepArrays | Exception] = {}
         for slo in slos:
             try:
@@ -54,6 +55,10 @@ def read_many(store: Store, slos: Sequence[Slo], start: float, end: float, step:
             except Exception as exc:  # the SLO's own read would raise it: so does its answer
                 answers[slo.name] = exc
     return answers
+
+
+def _selector(slo: Slo) -> Selector:
+    return Selector(slo.selector.target, slo.selector.labels)
 
 
 def bucket_bound(bounds: Sequence[float], sli: LatencySli) -> float:
@@ -68,25 +73,36 @@ def bucket_bound(bounds: Sequence[float], sli: LatencySli) -> float:
                      "threshold the engine's buckets have")
 
 
+CounterKey = tuple[str, tuple[tuple[str, str], ...]]  # exposed name, labels to match
+
+
 class _TargetReads:
-    """Per-target arrays of one range, read on first use and shared by every SLO."""
+    """Per-target arrays of one range, read once and shared by every SLO: all counters the
+    SLOs name in one query, each histogram in one, up-ness in one."""
 
     def __init__(self, conn: Connection, store: Store, targets: TargetRows,
                  slos: Sequence[Slo]) -> None:
         self.conn, self.store, self.targets = conn, store, targets
         self.ends = np.asarray(targets.grid.ends, dtype=np.float64)
         self._answered = answered_by_target(conn, targets)
-        self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], Floats] = {}
         self._histograms: dict[str, HistogramByTarget] = {}
         self._thresholds: dict[str, set[float]] = {}
         for slo in slos:
             if isinstance(slo.sli, LatencySli):
                 self._thresholds.setdefault(slo.sli.histogram, set()).add(
                     slo.sli.threshold_seconds)
+        series: dict[CounterKey, dict[int, str]] = {}
+        self._bad_keys: dict[CounterKey, Exception] = {}
+        for key in {key for slo in slos for key in _counter_keys(slo)}:
+            try:
+                series[key] = select_series(conn, key[0], SeriesKind.COUNTER, dict(key[1]))
+            except ValueError as exc:  # the SLOs naming it fail as their own read would
+                self._bad_keys[key] = exc
+        self._counters = counters_by_target(conn, targets, series)
 
     def columns(self, slo: Slo) -> StepArrays | None:
         """The SLO's steps; None when they must be read per SLO (mixed bucket layouts)."""
-        rows = self.targets.rows_of(Selector(slo.selector.target, slo.selector.labels))
+        rows = self.targets.rows_of(_selector(slo))
         answered: Bools = np.asarray(self._answered[rows].any(axis=0), dtype=np.bool_)
         sli = slo.sli
         if isinstance(sli, LatencySli):
@@ -100,11 +116,9 @@ class _TargetReads:
     def _counter(self, rows: list[int], answered: Bools, metric: str,
                  where: Mapping[str, str] | None = None) -> Floats:
         """Increase per step over the rows' targets; 0 where none answered (a gap)."""
-        exposed = schema.get_spec(metric).exposed_name
-        key = (exposed, tuple(sorted((where or {}).items())))
-        if key not in self._counters:
-            series = select_series(self.conn, exposed, SeriesKind.COUNTER, where)
-            self._counters[key] = counter_by_target(self.conn, self.targets, series)
+        key = _counter_key(metric, where)
+        if key in self._bad_keys:
+            raise self._bad_keys[key]
         return np.where(answered, self._counters[key][rows].sum(axis=0), 0.0)
 
     def _latency(self, rows: list[int], answered: Bools, sli: LatencySli) -> StepArrays | None:
@@ -149,3 +163,24 @@ class _TargetReads:
         counted = self._counter(rows, answered, part_query.metric, part_query.labels)
         good = counted if sli.good is not None else np.maximum(events - counted, 0.0)
         return StepArrays(self.ends, np.where(events < good, events, good), events, answered)
+
+
+def _counter_key(metric: str, where: Mapping[str, str] | None = None) -> CounterKey:
+    # The store keys counters by their exposed names (with _total), as scraped.
+    return schema.get_spec(metric).exposed_name, tuple(sorted((where or {}).items()))
+
+
+def _counter_keys(slo: Slo) -> list[CounterKey]:
+    """The counters an SLO's steps are made of (latency: none, up-ness comes apart)."""
+    sli = slo.sli
+    if isinstance(sli, AvailabilitySli):
+        return [_counter_key(schema.REQUESTS)] + [
+            _counter_key(schema.REQUEST_ERRORS, {schema.ERROR_TYPE: e}) for e in sli.errors]
+    if isinstance(sli, ThroughputSli):
+        return [_counter_key(name) for name in sli.counters]
+    if isinstance(sli, RatioSli):
+        part = sli.good if sli.good is not None else sli.bad
+        assert part is not None  # the model requires one of them
+        return [_counter_key(sli.total.metric, sli.total.labels),
+                _counter_key(part.metric, part.labels)]
+    return []

@@ -56,6 +56,13 @@ class StoreSliSource:
         return read_many(self.store, slos, start, end, step,
                          lambda slo: self.read(slo, start, end, step))
 
+    def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
+        """``read`` in columns, through the bulk read (a report reads a month of minutes)."""
+        answer = self.read_many([slo], start, end, step)[slo.name]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
         selector = Selector(slo.selector.target, slo.selector.labels)
         sli = slo.sli

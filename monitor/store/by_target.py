@@ -10,23 +10,25 @@ answering target is not answered (its increase reads 0 here, None there).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, case, func, select
 
 from monitor.snapshot import TargetState
 from monitor.store.histograms import value_positions
 from monitor.store.ids import IdCache, load_bounds
 from monitor.store.models import CounterValue, HistogramValue, Interval, Target
 from monitor.store.queries import Selector, StepGrid, plan_steps
-from monitor.store.reads import interval_range, nan_if_null, value_range
+from monitor.store.reads import interval_range, value_range
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
 _ROWS_PER_BATCH = 20_000
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +40,13 @@ class TargetRows:
     labels: dict[int, tuple[str, dict[str, str]]]
 
     @classmethod
-    def read(cls, conn: Connection, grid: StepGrid) -> TargetRows:
+    def read(cls, conn: Connection, grid: StepGrid, selectors: Collection[Selector]
+             ) -> TargetRows:
+        """The targets any of ``selectors`` picks (the others' rows are not read)."""
         found = conn.execute(select(Target.id, Target.name, Target.labels).order_by(Target.id))
         labels = {target_id: (name, dict(target_labels or {}))
-                  for target_id, name, target_labels in found}
+                  for target_id, name, target_labels in found
+                  if any(s.matches(name, target_labels or {}) for s in selectors)}
         return cls(grid, {t: k for k, t in enumerate(labels)}, labels)
 
     def rows_of(self, selector: Selector) -> list[int]:
@@ -51,8 +56,9 @@ class TargetRows:
 
     def _cells(self, target_ids: Sequence[int], ends: Sequence[float]
                ) -> npt.NDArray[np.int64]:
-        rows = np.fromiter((self.rows[t] for t in target_ids), dtype=np.int64,
-                           count=len(target_ids))
+        """Flat (row, step) index of each (target id, interval end)."""
+        ids = np.fromiter(self.rows, dtype=np.int64, count=len(self.rows))  # ascending
+        rows = np.searchsorted(ids, np.asarray(target_ids, dtype=np.int64))
         return rows * len(self.grid.ends) + self.grid.index(np.asarray(ends, dtype=np.float64))
 
     @property
@@ -60,23 +66,37 @@ class TargetRows:
         return len(self.rows), len(self.grid.ends)
 
 
-def counter_by_target(conn: Connection, targets: TargetRows, series_ids: Collection[int]
-                      ) -> Floats:
-    """Increase per (target, step) of the given counter series summed."""
-    flat = np.zeros(targets.shape[0] * targets.shape[1])
-    if not series_ids or not targets.rows:
-        return flat.reshape(targets.shape)
+def counters_by_target(conn: Connection, targets: TargetRows,
+                       counters: Mapping[K, Collection[int]]) -> dict[K, Floats]:
+    """Increase per (target, step) of each counter (a set of series ids, summed), all read in
+    one pass: per row a sum and a count of each counter's series (a sum of no rows is not a
+    step's NaN, it is nothing)."""
+    shape = targets.shape
+    flats = {key: np.zeros(shape[0] * shape[1]) for key in counters}
+    keys = [key for key, series in counters.items() if series]
+    if not keys or not targets.rows:
+        return {key: flat.reshape(shape) for key, flat in flats.items()}
     c = CounterValue
+    columns = []
+    for key in keys:
+        mine = c.series_id.in_(list(counters[key]))
+        columns += [func.sum(case((mine, c.increase))), func.count(case((mine, 1)))]
+    every_series = {s for key in keys for s in counters[key]}
     for piece in plan_steps(conn, targets.grid):
         found = conn.execute(
-            select(c.target_id, c.end_time, func.sum(c.increase))
-            .where(*value_range(c, piece, targets.rows, series_ids))
+            select(c.target_id, c.end_time, *columns)
+            .where(*value_range(c, piece, targets.rows, every_series))
             .group_by(c.target_id, c.end_time)).all()
-        if found:
-            ids, ends, totals = zip(*found)
-            flat += np.bincount(targets._cells(ids, ends),
-                                weights=[nan_if_null(v) for v in totals], minlength=flat.size)
-    return flat.reshape(targets.shape)
+        if not found:
+            continue
+        ids, ends, *sums_and_counts = zip(*found)
+        cells = targets._cells(ids, ends)
+        for k, key in enumerate(keys):
+            sums = np.array(sums_and_counts[2 * k], dtype=np.float64)  # NULL -> NaN
+            present = np.array(sums_and_counts[2 * k + 1], dtype=np.int64) > 0
+            flats[key] += np.bincount(cells[present], weights=sums[present],
+                                      minlength=flats[key].size)
+    return {key: flat.reshape(shape) for key, flat in flats.items()}
 
 
 def answered_by_target(conn: Connection, targets: TargetRows) -> Bools:
