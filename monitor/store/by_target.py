@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,11 +33,14 @@ K = TypeVar("K")
 
 @dataclass(frozen=True, slots=True)
 class TargetRows:
-    """Targets (id -> row index) of the arrays read for a step grid."""
+    """Targets (id -> row index) of the arrays read for a step grid. With one selector the
+    targets share one row (``merged``): the database sums them, as a per-selector query does,
+    and returns a row per step instead of one per target and step."""
 
     grid: StepGrid
     rows: dict[int, int]
     labels: dict[int, tuple[str, dict[str, str]]]
+    merged: bool
 
     @classmethod
     def read(cls, conn: Connection, grid: StepGrid, selectors: Collection[Selector]
@@ -47,23 +50,31 @@ class TargetRows:
         labels = {target_id: (name, dict(target_labels or {}))
                   for target_id, name, target_labels in found
                   if any(s.matches(name, target_labels or {}) for s in selectors)}
-        return cls(grid, {t: k for k, t in enumerate(labels)}, labels)
+        merged = len(selectors) == 1
+        return cls(grid, {t: 0 if merged else k for k, t in enumerate(labels)}, labels, merged)
 
     def rows_of(self, selector: Selector) -> list[int]:
         """Rows of the targets a selector picks (as ``queries.select_targets`` picks them)."""
-        return [self.rows[t] for t, (name, labels) in self.labels.items()
-                if selector.matches(name, labels)]
+        return sorted({self.rows[t] for t, (name, labels) in self.labels.items()
+                       if selector.matches(name, labels)})
 
-    def _cells(self, target_ids: Sequence[int], ends: Sequence[float]
+    def _cells(self, target_ids: Sequence[int] | None, ends: Sequence[float]
                ) -> npt.NDArray[np.int64]:
-        """Flat (row, step) index of each (target id, interval end)."""
+        """Flat (row, step) index of each (target id, interval end); merged: no ids."""
+        steps = self.grid.index(np.asarray(ends, dtype=np.float64))
+        if self.merged:
+            return steps
         ids = np.fromiter(self.rows, dtype=np.int64, count=len(self.rows))  # ascending
         rows = np.searchsorted(ids, np.asarray(target_ids, dtype=np.int64))
-        return rows * len(self.grid.ends) + self.grid.index(np.asarray(ends, dtype=np.float64))
+        return rows * len(self.grid.ends) + steps
 
     @property
     def shape(self) -> tuple[int, int]:
-        return len(self.rows), len(self.grid.ends)
+        return len(set(self.rows.values())), len(self.grid.ends)
+
+    def group(self, *columns: Any) -> list[Any]:
+        """The columns a value query groups by: (target, end), or the end alone merged."""
+        return list(columns[1:]) if self.merged else list(columns)
 
 
 def counters_by_target(conn: Connection, targets: TargetRows,
@@ -82,15 +93,16 @@ def counters_by_target(conn: Connection, targets: TargetRows,
         mine = c.series_id.in_(list(counters[key]))
         columns += [func.sum(case((mine, c.increase))), func.count(case((mine, 1)))]
     every_series = {s for key in keys for s in counters[key]}
+    group = targets.group(c.target_id, c.end_time)
     for piece in plan_steps(conn, targets.grid):
         found = conn.execute(
-            select(c.target_id, c.end_time, *columns)
-            .where(*value_range(c, piece, targets.rows, every_series))
-            .group_by(c.target_id, c.end_time)).all()
+            select(*group, *columns)
+            .where(*value_range(c, piece, targets.rows, every_series)).group_by(*group)).all()
         if not found:
             continue
-        ids, ends, *sums_and_counts = zip(*found)
-        cells = targets._cells(ids, ends)
+        keyed = list(zip(*found))
+        sums_and_counts = keyed[len(group):]
+        cells = targets._cells(None if targets.merged else keyed[0], keyed[len(group) - 1])
         for k, key in enumerate(keys):
             sums = np.array(sums_and_counts[2 * k], dtype=np.float64)  # NULL -> NaN
             present = np.array(sums_and_counts[2 * k + 1], dtype=np.int64) > 0
@@ -104,13 +116,14 @@ def answered_by_target(conn: Connection, targets: TargetRows) -> Bools:
     flags = np.zeros(targets.shape[0] * targets.shape[1], dtype=np.bool_)
     if not targets.rows:
         return flags.reshape(targets.shape)
+    group = targets.group(Interval.target_id, Interval.end_time)
     for piece in plan_steps(conn, targets.grid):
-        found = conn.execute(select(Interval.target_id, Interval.end_time).distinct().where(
+        found = conn.execute(select(*group).distinct().where(
             *interval_range(piece, targets.rows),
             Interval.state != TargetState.DOWN.value)).all()
         if found:
-            ids, ends = zip(*found)
-            flags[targets._cells(ids, ends)] = True
+            keyed = list(zip(*found))
+            flags[targets._cells(None if targets.merged else keyed[0], keyed[-1])] = True
     return flags.reshape(targets.shape)
 
 
@@ -140,18 +153,19 @@ def histogram_by_target(conn: Connection, ids: IdCache, targets: TargetRows,
     if series_ids and targets.rows:
         load_bounds(conn, ids)
         h = HistogramValue
+        keys = targets.group(h.target_id, h.end_time)  # each row's target (unless merged), end
         for piece in plan_steps(conn, targets.grid):
             result = conn.execute(
-                select(h.target_id, h.end_time, h.bounds_id, h.first_bucket, h.counts)
+                select(*keys, h.bounds_id, h.first_bucket, h.counts)
                 .where(*value_range(h, piece, targets.rows, series_ids))
                 .execution_options(yield_per=_ROWS_PER_BATCH))
             for batch in result.partitions():
-                target_ids, ends, bounds_ids, firsts, blobs = zip(*batch)
+                *keyed, bounds_ids, firsts, blobs = zip(*batch)
                 layouts.update(bounds_ids)
                 if len(layouts) > 1:
                     break
                 bounds = ids.bounds_by_id[bounds_ids[0]]
-                cells = targets._cells(target_ids, ends)
+                cells = targets._cells(None if targets.merged else keyed[0], keyed[-1])
                 row, bucket, values = value_positions(blobs, firsts)
                 num_rows += np.bincount(cells, minlength=size)
                 total += np.bincount(cells[row], weights=values, minlength=size)
