@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from exporters import schema
+from monitor.slo import evaluator
 from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.report import build_report
 from monitor.slo.source import Step, StoreSliSource
@@ -133,10 +134,13 @@ def test_a_bound_the_stored_layout_lacks_is_the_same_error_for_that_slo_alone(
     assert not isinstance(answers["slo-0"], Exception)
 
 
-@pytest.mark.parametrize("other_layout", [False, True],
-                         ids=["one bucket layout", "a layout change read per SLO"])
+@pytest.mark.parametrize(("other_layout", "read_ahead"), [(False, 500), (True, 500), (False, 3)],
+                         ids=["one bucket layout", "a layout change read per SLO",
+                              "SLOs read ahead three at a time"])
 def test_the_evaluator_reading_in_bulk_gives_the_statuses_of_reading_per_slo(
-        store: Store, other_layout: bool) -> None:
+        store: Store, other_layout: bool, read_ahead: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evaluator, "READ_AHEAD_SLOS", read_ahead)
     write_day(store, T0, other_layout=other_layout)
     bulk = SloEvaluator(slos(), StoreSliSource(store))
     one_by_one = SloEvaluator(slos(), OneAtATime(store))
