@@ -1,5 +1,10 @@
 """Where the evaluator's SLI events come from: the store, read per step.
 
+``StoreSliSource.read`` reads one SLO with per-selector queries, a step object each;
+``read_many`` (and ``read_arrays``, one SLO in columns) reads many SLOs over one range with a
+query per metric for all their targets (``monitor.slo.bulk_source``). Both give the same steps
+(``tests/monitor/slo/test_bulk_source.py``); the evaluator and the report read in bulk.
+
 An SLI reads as (good, total) per step plus whether any selected target answered in it
 (``has_data``): a step where targets were up and nothing happened is zero events; a step where
 none answered is no data, which the evaluator never counts as met. Throughput SLIs read
