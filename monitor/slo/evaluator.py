@@ -47,7 +47,7 @@ _HOUR = 3600
 DEFAULT_SETTLE_SECONDS = 30.0
 # SLOs whose reads are fetched ahead together: bounds what a first tick holds at once (a
 # month of hours and days of minutes each) while a thousand SLOs still read in few queries.
-READ_AHEAD_SLOS = 500
+READ_AHEAD_SLOS = 1000
 
 
 class SloState(StrEnum):
