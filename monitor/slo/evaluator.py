@@ -31,10 +31,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+import numpy as np
+import numpy.typing as npt
+
 from monitor.slo.durations import format_duration
 from monitor.slo.forecast import Forecast, forecast
 from monitor.slo.history import Counts, EventHistory
-from monitor.slo.source import SliSource, Step
+from monitor.slo.steps import Prefetched, Read, SliSource, Step, StepArrays, read_arrays
 from monitor.slo.spec import Budgeting, Slo, ThroughputSli
 from monitor.slo.windows import (
     NO_DATA_ALERT,
@@ -51,6 +54,9 @@ logger = logging.getLogger(__name__)
 _MINUTE = 60
 _HOUR = 3600
 DEFAULT_SETTLE_SECONDS = 30.0
+# SLOs whose reads are fetched ahead together: bounds what a first tick holds at once (a
+# month of hours and days of minutes each) while a thousand SLOs still read in few queries.
+READ_AHEAD_SLOS = 1000
 
 
 class SloState(StrEnum):
@@ -133,6 +139,7 @@ class SloEvaluator:
                  settle_seconds: float = DEFAULT_SETTLE_SECONDS,
                  include_open_minute: bool = True) -> None:
         self.source = source
+        self._reader = Prefetched(source)  # the tick's reads, fetched ahead in bulk
         self.settle_seconds = settle_seconds
         self.include_open_minute = include_open_minute
         self._tracked = {slo.name: _track(slo) for slo in slos}
@@ -181,29 +188,61 @@ class SloEvaluator:
     def tick(self, now: float | None = None) -> list[SloStatus]:
         now = time.time() if now is None else now
         statuses = []
-        for tracked in self._tracked.values():
-            try:
-                statuses.append(self._evaluate(tracked, now))
-            except Exception as exc:  # one bad SLO must not stop the others
-                logger.warning("SLO %s: %s", tracked.slo.name, exc)
-                statuses.append(_error_status(tracked, now, f"{type(exc).__name__}: {exc}"))
+        every = list(self._tracked.values())
+        for first in range(0, len(every), READ_AHEAD_SLOS):
+            self._prefetch(every[first:first + READ_AHEAD_SLOS], now)
+            for tracked in every[first:first + READ_AHEAD_SLOS]:
+                try:
+                    statuses.append(self._evaluate(tracked, now))
+                except Exception as exc:  # one bad SLO must not stop the others
+                    logger.warning("SLO %s: %s", tracked.slo.name, exc)
+                    statuses.append(_error_status(tracked, now,
+                                                  f"{type(exc).__name__}: {exc}"))
+            self._reader.clear()
         return statuses
+
+    def _prefetch(self, chunk: Sequence[_Tracked], now: float) -> None:
+        """Every read these SLOs make this tick, asked of the source at once (a store reads
+        each metric once for all of them); a failure leaves each SLO to read, and fail, on its
+        own."""
+        closed_end = self._closed_end(now)
+        reads: list[Read] = []
+        for tracked in chunk:
+            if tracked.closed_through is None:
+                reads.extend(self._history_reads(tracked, closed_end, now))
+            elif (catch_up := self._catch_up_read(tracked, closed_end)) is not None:
+                reads.append(catch_up)
+            if (open_read := self._open_read(tracked, closed_end, now)) is not None:
+                reads.append(open_read)
+        try:
+            self._reader.prefetch(reads)
+        except Exception as exc:
+            logger.warning("reading %d SLOs ahead failed, reading each: %s", len(reads), exc)
+            self._reader.clear()
+
+    def _closed_end(self, now: float) -> float:
+        return math.floor((now - self.settle_seconds) / _MINUTE) * _MINUTE
+
+    def _open_read(self, tracked: _Tracked, closed_end: float, now: float) -> Read | None:
+        """The minute still open, read afresh every tick (not for timeslice SLOs)."""
+        sliced = tracked.slo.budgeting is not Budgeting.OCCURRENCES
+        if self.include_open_minute and not sliced and now > closed_end:
+            return tracked.slo, closed_end, now, now - closed_end
+        return None
 
     def _evaluate(self, tracked: _Tracked, now: float) -> SloStatus:
         slo = tracked.slo
         if tracked.watching_since is None:
             tracked.watching_since = now
-        closed_end = math.floor((now - self.settle_seconds) / _MINUTE) * _MINUTE
+        closed_end = self._closed_end(now)
         self._catch_up(tracked, closed_end, now)
         open_part = Counts()
-        sliced = slo.budgeting is not Budgeting.OCCURRENCES
-        if self.include_open_minute and not sliced and now > closed_end:
-            open_part = _counts(self.source.read(slo, closed_end, now, now - closed_end))
+        if (open_read := self._open_read(tracked, closed_end, now)) is not None:
+            open_part = _counts(self._reader.read(*open_read))
         period_start = _period_start(slo, now)
         period = tracked.events.since(period_start) + open_part
-        exact = self.include_open_minute and not sliced
-        burns = {seconds: _burn(slo, seconds, _window(tracked.events, seconds,
-                                                      now - closed_end if exact else 0.0)
+        open_seconds = now - closed_end if open_read is not None else 0.0
+        burns = {seconds: _burn(slo, seconds, _window(tracked.events, seconds, open_seconds)
                                 + open_part)
                  for seconds in tracked.window_seconds}
         return _status(tracked, now, period, burns, open_part)
@@ -211,47 +250,74 @@ class SloEvaluator:
     def _catch_up(self, tracked: _Tracked, closed_end: float, now: float) -> None:
         if tracked.closed_through is None:
             self._load_history(tracked, closed_end, now)
-        elif closed_end > tracked.closed_through:
-            self._append(tracked, self.source.read(tracked.slo, tracked.closed_through,
-                                                   closed_end, _MINUTE))
+        elif (catch_up := self._catch_up_read(tracked, closed_end)) is not None:
+            self._append(tracked, read_arrays(self._reader, *catch_up))
         tracked.closed_through = max(tracked.closed_through or closed_end, closed_end)
 
-    def _load_history(self, tracked: _Tracked, closed_end: float, now: float) -> None:
+    @staticmethod
+    def _catch_up_read(tracked: _Tracked, closed_end: float) -> Read | None:
+        """The minutes closed since the last tick."""
+        if tracked.closed_through is None or closed_end <= tracked.closed_through:
+            return None
+        return tracked.slo, tracked.closed_through, closed_end, _MINUTE
+
+    def _history_reads(self, tracked: _Tracked, closed_end: float, now: float) -> list[Read]:
         """First tick: the budget period in hours, then the alert windows in minutes (timeslice
         SLOs read minutes throughout: each slice is judged on its own)."""
         slo = tracked.slo
         period_start = _period_start(slo, now)
         ring_start = closed_end - tracked.events.minute_capacity * _MINUTE
         minutes_from = ring_start
+        reads: list[Read] = []
         if slo.budgeting is Budgeting.OCCURRENCES:
             hours_from = math.floor(period_start / _HOUR) * _HOUR
             hours_to = math.floor(ring_start / _HOUR) * _HOUR
             if hours_to > hours_from:
-                for step in self.source.read(slo, hours_from, hours_to, _HOUR):
-                    tracked.events.append(round(step.end / _MINUTE), step.good, step.total,
-                                          step.has_data)
+                reads.append((slo, hours_from, hours_to, _HOUR))
                 minutes_from = hours_to
         else:
             minutes_from = min(ring_start, math.floor(period_start / _HOUR) * _HOUR)
         if closed_end > minutes_from:
-            self._append(tracked, self.source.read(slo, minutes_from, closed_end, _MINUTE))
+            reads.append((slo, minutes_from, closed_end, _MINUTE))
+        return reads
 
-    def _append(self, tracked: _Tracked, steps: Sequence[Step]) -> None:
+    def _load_history(self, tracked: _Tracked, closed_end: float, now: float) -> None:
+        """Reads and appends the history as columns: a month of hours and days of minutes
+        per SLO, no object per step."""
+        for read in self._history_reads(tracked, closed_end, now):
+            steps = read_arrays(self._reader, *read)
+            if read[3] == _HOUR:
+                tracked.events.extend(_minutes_of(steps), steps.good, steps.total,
+                                      steps.has_data)
+            else:
+                self._append(tracked, steps)
+
+    def _append(self, tracked: _Tracked, steps: StepArrays) -> None:
+        minutes = _minutes_of(steps)
+        # A minute not after the latest one appended (read before) is not appended twice.
+        latest = -1 if tracked.events.last_minute is None else tracked.events.last_minute
+        before = np.maximum.accumulate(np.concatenate(([latest], minutes[:-1])))
+        new = minutes > before
+        if not new.all():
+            minutes, steps = minutes[new], StepArrays(steps.end[new], steps.good[new],
+                                                      steps.total[new], steps.has_data[new])
+        if tracked.raw is None:
+            tracked.events.extend(minutes, steps.good, steps.total, steps.has_data)
+            return
         slo = tracked.slo
-        for step in steps:
-            minute = round(step.end / _MINUTE)
-            if tracked.events.last_minute is not None and minute <= tracked.events.last_minute:
-                continue
-            if tracked.raw is None:
-                tracked.events.append(minute, step.good, step.total, step.has_data)
-                continue
+        assert slo.timeslice_seconds is not None
+        slice_minutes = round(slo.timeslice_seconds / _MINUTE)
+        for minute, step in zip(minutes.tolist(), steps.steps(), strict=True):
             tracked.raw.append(minute, step.good, step.total, step.has_data)
-            assert slo.timeslice_seconds is not None
-            slice_minutes = round(slo.timeslice_seconds / _MINUTE)
             good = total = 0.0
             if minute % slice_minutes == 0:
                 good, total = _judge_slice(slo, tracked.raw.last(slice_minutes))
             tracked.events.append(minute, good, total, step.has_data)
+
+
+def _minutes_of(steps: StepArrays) -> npt.NDArray[np.int64]:
+    """The minute each step ends in (``round``: to the nearest, ties to even)."""
+    return np.rint(steps.end / _MINUTE).astype(np.int64)
 
 
 def _track(slo: Slo) -> _Tracked:

@@ -87,6 +87,38 @@ class EventHistory:
         self._record(minute)
         self.last_minute = minute
 
+    def extend(self, minutes: npt.NDArray[np.int64], good: npt.NDArray[np.float64],
+               total: npt.NDArray[np.float64], has_data: npt.NDArray[np.bool_]) -> None:
+        """``append`` of many minutes at once (strictly increasing, all after the last one),
+        leaving exactly the state the appends one by one would: running totals are cumulated
+        in the same order, and each ring slot gets the running total its last write would."""
+        if len(minutes) == 0:
+            return
+        if np.any(np.diff(minutes) <= 0) or (self.last_minute is not None
+                                             and int(minutes[0]) <= self.last_minute):
+            raise ValueError(f"minutes {int(minutes[0])}..{int(minutes[-1])} do not move "
+                             f"forward from the last one, {self.last_minute}")
+        rows = np.empty((len(minutes) + 1, _FIELDS))
+        rows[0] = self._running
+        rows[1:, 0], rows[1:, 1] = good, total
+        rows[1:, 2] = np.where(has_data, 1.0, 0.0)
+        running = np.cumsum(rows, axis=0)  # sequential sums: as the appends add them
+        first, last = int(minutes[0]), int(minutes[-1])
+        # Minutes after ``written_after`` get the running total as of their end.
+        written_after = first - 2 if self.last_minute is None else self.last_minute
+        lo = max(written_after + 1, last - len(self._minutes) + 1)
+        ring = np.arange(lo, last + 1)
+        self._minutes[ring % len(self._minutes)] = running[
+            np.searchsorted(minutes, ring, side="right")]
+        hours = np.arange(max(written_after // 60 + 1, last // 60 - len(self._hours) + 1),
+                          last // 60 + 1)
+        self._hours[hours % len(self._hours)] = running[
+            np.searchsorted(minutes, hours * 60, side="right")]
+        if self.last_minute is None:
+            self._first_minute = first
+        self._running = running[-1].copy()
+        self.last_minute = last
+
     def _record(self, minute: int) -> None:
         self._minutes[minute % len(self._minutes)] = self._running
         if minute % 60 == 0:

@@ -56,7 +56,7 @@ from monitor.slo.report_model import (
     Totals,
     WindowBurnSeries,
 )
-from monitor.slo.source import SliSource, Step
+from monitor.slo.steps import SliSource, StepArrays, read_arrays
 from monitor.slo.spec import (
     AvailabilitySli,
     Budgeting,
@@ -228,11 +228,11 @@ def _checked_step(step: float, unit: float, span: float) -> float:
 def _read_bins(slo: Slo, source: SliSource, grid: _Grid) -> tuple[Floats, Floats, Floats]:
     """(good, total, has data) per bin, the events of timeslice SLOs being judged slices."""
     if slo.budgeting is Budgeting.OCCURRENCES:
-        steps = source.read(slo, grid.read_start, grid.end, grid.resolution)
+        steps = read_arrays(source, slo, grid.read_start, grid.end, grid.resolution)
         return _place(steps, grid.read_start, grid.resolution, grid.num_bins)
     assert slo.timeslice_seconds is not None  # the model requires it when sliced
     num_minutes = round((grid.end - grid.read_start) / MINUTE)
-    minutes = source.read(slo, grid.read_start, grid.end, MINUTE)
+    minutes = read_arrays(source, slo, grid.read_start, grid.end, MINUTE)
     raw_good, raw_total, raw_data = _place(minutes, grid.read_start, MINUTE, num_minutes)
     per_slice = round(slo.timeslice_seconds / MINUTE)
     per_bin = round(grid.resolution / MINUTE)
@@ -247,17 +247,17 @@ def _read_bins(slo: Slo, source: SliSource, grid: _Grid) -> tuple[Floats, Floats
     return good, total, data
 
 
-def _place(steps: Sequence[Step], start: float, width: float,
+def _place(steps: StepArrays, start: float, width: float,
            count: int) -> tuple[Floats, Floats, Floats]:
     """Arrays of ``count`` bins from the steps read, each in the bin holding its end (a
-    source may leave steps out)."""
+    source may leave steps out); steps in one bin add up in their order."""
     good, total, data = np.zeros(count), np.zeros(count), np.zeros(count)
-    for step in steps:
-        k = math.ceil((step.end - start) / width - 1e-9) - 1
-        if 0 <= k < count:
-            good[k] += step.good
-            total[k] += step.total
-            data[k] = max(data[k], 1.0 if step.has_data else 0.0)
+    k = np.ceil((steps.end - start) / width - 1e-9).astype(np.int64) - 1
+    inside = (k >= 0) & (k < count)
+    k = k[inside]
+    np.add.at(good, k, steps.good[inside])
+    np.add.at(total, k, steps.total[inside])
+    np.maximum.at(data, k, steps.has_data[inside].astype(np.float64))
     return good, total, data
 
 

@@ -16,7 +16,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 from matplotlib import dates as mdates
+from matplotlib import rcParams
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
@@ -67,10 +69,23 @@ def _time_axis(axes: Axes, report: SloReport) -> None:
         mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
     axes.set_xlabel("time (UTC)")
     axes.grid(True, alpha=0.3)
-    for k, interval in enumerate(report.no_data_intervals):
-        left, right = _days([interval.start, interval.end])
-        axes.axvspan(float(left), float(right), color=_NO_DATA_COLOR, alpha=0.3,
-                     label="no data" if k == 0 else None)
+    _spans(axes, [(i.start, i.end) for i in report.no_data_intervals], _NO_DATA_COLOR, 0.3,
+           "no data")
+
+
+def _spans(axes: Axes, intervals: Sequence[tuple[float, float]], color: str, alpha: float,
+           label: str) -> None:
+    """Full-height bands over [start, end) intervals, as ``axvspan`` draws each one, all in
+    one collection: a month can hold hundreds of intervals, and an artist each is slow."""
+    if not intervals:
+        return
+    days = _days([t for interval in intervals for t in interval]).reshape(-1, 2)
+    bands = [[(left, 0.0), (left, 1.0), (right, 1.0), (right, 0.0)]
+             for left, right in days.tolist()]
+    axes.add_collection(PolyCollection(
+        bands, closed=True, facecolors=color, edgecolors=color, alpha=alpha,
+        linewidths=rcParams["patch.linewidth"], transform=axes.get_xaxis_transform(),
+        label=label), autolim=False)
 
 
 def _no_data(axes: Axes, text: str = "no data") -> None:
@@ -145,12 +160,11 @@ def _draw_burn(axes: Axes, report: SloReport) -> None:
         axes.plot(xs, ys, color=color,
                   label=f"{window.window} {window.severity}, factor {window.factor:.3g}")
         axes.axhline(window.factor, color=color, linestyle="--", linewidth=1.0)
-    shaded: set[str] = set()
-    for interval in report.burn_intervals:
-        left, right = _days([interval.start, interval.end])
-        label = None if interval.severity in shaded else f"{interval.severity} condition held"
-        shaded.add(interval.severity)
-        axes.axvspan(float(left), float(right), alpha=0.12, label=label,
-                     color=_SEVERITY_COLORS.get(interval.severity, "#d62728"))
+    by_severity: dict[str, list[tuple[float, float]]] = {}
+    for interval in report.burn_intervals:  # legend entries in order of first appearance
+        by_severity.setdefault(interval.severity, []).append((interval.start, interval.end))
+    for severity, intervals in by_severity.items():
+        _spans(axes, intervals, _SEVERITY_COLORS.get(severity, "#d62728"), 0.12,
+               f"{severity} condition held")
     axes.set_ylim(bottom=0.0)
     axes.legend(loc="upper left", fontsize="x-small", ncols=2, framealpha=0.85)

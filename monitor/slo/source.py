@@ -1,5 +1,10 @@
 """Where the evaluator's SLI events come from: the store, read per step.
 
+``StoreSliSource.read`` reads one SLO with per-selector queries, a step object each;
+``read_many`` (and ``read_arrays``, one SLO in columns) reads many SLOs over one range with a
+query per metric for all their targets (``monitor.slo.bulk_source``). Both give the same steps
+(``tests/monitor/slo/test_bulk_source.py``); the evaluator and the report read in bulk.
+
 An SLI reads as (good, total) per step plus whether any selected target answered in it
 (``has_data``): a step where targets were up and nothing happened is zero events; a step where
 none answered is no data, which the evaluator never counts as met. Throughput SLIs read
@@ -11,14 +16,17 @@ definitions (``monitor.slo.spec``).
 
 from __future__ import annotations
 
+__all__ = ["ArraySliSource", "BulkSliSource", "MinuteArraySource", "SliSource", "Step",
+           "StepArrays", "StoreSliSource", "read_arrays"]
+
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from exporters import schema
+from monitor.slo.bulk_source import bucket_bound, read_many
 from monitor.slo.spec import (
     PRE_ENGINE_ERRORS,
     AvailabilitySli,
@@ -27,24 +35,17 @@ from monitor.slo.spec import (
     Slo,
     ThroughputSli,
 )
+from monitor.slo.steps import (
+    ArraySliSource,
+    BulkSliSource,
+    Floats,
+    SliSource,
+    Step,
+    StepArrays,
+    read_arrays,
+)
 from monitor.store.db import Store
 from monitor.store.queries import Selector, counter_series, histogram_series
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step's SLI reading; ``end`` is the step's end (Unix seconds)."""
-
-    end: float
-    good: float
-    total: float
-    has_data: bool
-
-
-class SliSource(Protocol):
-    def read(self, slo: Slo, start: float, end: float, step: float) -> Sequence[Step]:
-        """Readings of steps (start + (k-1) step, start + k step] up to ``end``."""
-        ...
 
 
 class StoreSliSource:
@@ -52,6 +53,20 @@ class StoreSliSource:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def read_many(self, slos: Sequence[Slo], start: float, end: float,
+                  step: float) -> dict[str, StepArrays | Exception]:
+        """Many SLOs over one range, each metric read once for all targets
+        (``monitor.slo.bulk_source``): the same steps as ``read`` gives each of them."""
+        return read_many(self.store, slos, start, end, step,
+                         lambda slo: self.read(slo, start, end, step))
+
+    def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
+        """``read`` in columns, through the bulk read (a report reads a month of minutes)."""
+        answer = self.read_many([slo], start, end, step)[slo.name]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
         selector = Selector(slo.selector.target, slo.selector.labels)
@@ -127,15 +142,7 @@ class StoreSliSource:
 
 
 def _bound(bounds: Sequence[float], sli: LatencySli) -> float:
-    """The stored bucket bound equal to the threshold. Engines with other buckets (vLLM's
-    TTFT has none at 0.2 s) cannot answer exactly, and an interpolated count is not one."""
-    for bound in bounds:
-        if abs(bound - sli.threshold_seconds) <= 1e-9 * sli.threshold_seconds:
-            return bound
-    nearest = sorted(bounds, key=lambda b: abs(b - sli.threshold_seconds))[:3]
-    raise ValueError(f"{sli.histogram} as stored has no bucket bound at "
-                     f"{sli.threshold_seconds:g}s (nearest: {sorted(nearest)}); choose a "
-                     "threshold the engine's buckets have")
+    return bucket_bound(bounds, sli)
 
 
 class MinuteArraySource:
@@ -158,15 +165,24 @@ class MinuteArraySource:
             self._cumulative[name] = rows
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
-        rows = self._cumulative[slo.name]
-        out, t = [], start
-        while t < end - 1e-9:
-            step_end = min(t + step, end)
-            lo, hi = (self._minutes_through(rows, x) for x in (t, step_end))
-            good, total, data = (rows[hi] - rows[lo]).tolist()
-            out.append(Step(step_end, good, total, data > 0))
-            t = step_end
-        return out
+        return self.read_arrays(slo, start, end, step).steps()
 
-    def _minutes_through(self, rows: npt.NDArray[np.float64], t: float) -> int:
-        return int(min(max((t - self.start) // 60, 0), len(rows) - 1))
+    def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
+        rows = self._cumulative[slo.name]
+        ends = _step_ends(start, end, step)
+        if not len(ends):
+            return StepArrays(ends, ends.copy(), ends.copy(), np.zeros(0, dtype=np.bool_))
+        lo = self._minutes_through(rows, np.concatenate(([start], ends[:-1])))
+        counts = rows[self._minutes_through(rows, ends)] - rows[lo]
+        return StepArrays(ends, counts[:, 0].copy(), counts[:, 1].copy(), counts[:, 2] > 0)
+
+    def _minutes_through(self, rows: npt.NDArray[np.float64],
+                         t: Floats) -> npt.NDArray[np.int64]:
+        return np.clip((t - self.start) // 60, 0, len(rows) - 1).astype(np.int64)
+
+
+def _step_ends(start: float, end: float, step: float) -> Floats:
+    """Ends of the steps (t, min(t + step, end)] from ``start`` while t < end."""
+    starts = start + step * np.arange(math.ceil((end - start) / step) + 1, dtype=np.float64)
+    starts = starts[starts < end - 1e-9]
+    return np.minimum(starts + step, end)

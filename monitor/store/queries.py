@@ -147,7 +147,7 @@ def counter_series(store: Store, selector: Selector, metric: str, start: float, 
                    ) -> list[tuple[float, float | None]]:
     """Increase per step of a counter series (a full key) or of all series of a name (whose
     labels include ``where``)."""
-    steps = _Steps(start, end, step)
+    steps = StepGrid(start, end, step)
     with read_connection(store.engine) as conn:
         targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.COUNTER, steps,
                                            where)
@@ -162,7 +162,7 @@ def counter_series(store: Store, selector: Selector, metric: str, start: float, 
 def gauge_series(store: Store, selector: Selector, metric: str, start: float, end: float,
                  step: float) -> list[tuple[float, GaugeStats | None]]:
     """Gauge statistics per step (mean, min, max, last); None where nothing was read."""
-    steps = _Steps(start, end, step)
+    steps = StepGrid(start, end, step)
     with read_connection(store.engine) as conn:
         targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.GAUGE, steps)
         totals = gauge_totals(conn, pieces, targets, series, by_end=True)
@@ -180,7 +180,7 @@ def histogram_series(store: Store, selector: Selector, metric: str, start: float
     """Bucket increases per step, replicas and label sets (those including ``where``)
     merged: percentiles and rates of each step come from these (``HistogramDelta.cumulative``,
     ``.count``)."""
-    steps = _Steps(start, end, step)
+    steps = StepGrid(start, end, step)
     with read_connection(store.engine) as conn:
         targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.HISTOGRAM, steps,
                                            where)
@@ -240,14 +240,18 @@ def select_series(conn: Connection, metric: str, kind: SeriesKind,
 
 
 def _prepare(conn: Connection, selector: Selector, metric: str, kind: SeriesKind,
-             steps: _Steps, where: Mapping[str, str] | None = None
+             steps: StepGrid, where: Mapping[str, str] | None = None
              ) -> tuple[dict[int, str], dict[int, SeriesKey], list[Piece]]:
-    # A resolution serves a step query only if each of its buckets lies in one step.
+    return (select_targets(conn, selector), select_series(conn, metric, kind, where),
+            plan_steps(conn, steps))
+
+
+def plan_steps(conn: Connection, steps: StepGrid) -> list[Piece]:
+    """The pieces a step query reads: a resolution serves it only if each of its buckets lies
+    in one step."""
     usable = [r for r in _COARSEST_FIRST[:-1]
               if steps.start % r == 0 and steps.step % r == 0] + [RAW_RESOLUTION]
-    pieces = plan(steps.start, steps.ends[-1], usable, load_watermarks(conn))
-    return (select_targets(conn, selector), select_series(conn, metric, kind, where),
-            pieces)
+    return plan(steps.start, steps.ends[-1], usable, load_watermarks(conn))
 
 
 def _check_range(start: float, end: float) -> None:
@@ -255,7 +259,9 @@ def _check_range(start: float, end: float) -> None:
         raise ValueError(f"need start < end, got start {start}, end {end}")
 
 
-class _Steps:
+class StepGrid:
+    """Steps (start + (k-1) step, start + k step], the last clipped to ``end``."""
+
     def __init__(self, start: float, end: float, step: float) -> None:
         _check_range(start, end)
         if not step > 0:

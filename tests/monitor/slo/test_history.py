@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,3 +64,43 @@ def test_minutes_must_move_forward_and_windows_fit_the_ring() -> None:
         assert "longer than the 10" in str(exc)
     else:
         raise AssertionError("a window longer than the ring was answered")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 1500), st.floats(0, 1e6), st.floats(0, 1e6),
+                          st.booleans()), min_size=1, max_size=400),
+       st.lists(st.integers(0, 400), max_size=6), st.booleans())
+def test_extend_leaves_exactly_the_state_of_one_append_per_minute(
+        rows: list[tuple[int, float, float, bool]], cuts: list[int], start_fresh: bool) -> None:
+    one_by_one, bulk = EventHistory(RING_MINUTES, HOURS), EventHistory(RING_MINUTES, HOURS)
+    minute = FIRST
+    if not start_fresh:  # extend after appends, as the first tick's minutes follow its hours
+        for history in (one_by_one, bulk):
+            history.append(minute, 3.0, 4.0, True)
+    minutes, goods, totals, flags = [], [], [], []
+    for gap, good, extra, has_data in rows:
+        minute += gap
+        minutes.append(minute)
+        goods.append(good)
+        totals.append(good + extra)
+        flags.append(has_data)
+        one_by_one.append(minute, good, good + extra, has_data)
+    bounds = sorted({0, len(rows), *(min(c, len(rows)) for c in cuts)})
+    for lo, hi in zip(bounds, bounds[1:]):
+        bulk.extend(np.array(minutes[lo:hi], dtype=np.int64), np.array(goods[lo:hi]),
+                    np.array(totals[lo:hi]), np.array(flags[lo:hi]))
+    assert (bulk.last_minute, bulk._first_minute) == (one_by_one.last_minute,
+                                                      one_by_one._first_minute)
+    for mine, theirs in ((bulk._running, one_by_one._running),
+                         (bulk._minutes, one_by_one._minutes),
+                         (bulk._hours, one_by_one._hours)):
+        assert np.array_equal(mine, theirs)  # bit for bit, not approximately
+
+
+def test_extend_refuses_minutes_that_do_not_move_forward() -> None:
+    history = EventHistory(10, 2)
+    history.append(100, 1, 1, True)
+    ones = np.ones(2)
+    for minutes in ([100, 101], [102, 102]):
+        with pytest.raises(ValueError, match="do not move forward"):
+            history.extend(np.array(minutes), ones, ones, np.ones(2, dtype=bool))
