@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -52,12 +51,12 @@ from monitor.loadgen.workload import LengthDist, WorkloadSpec
 from monitor.slo.loaders import load_slos
 from monitor.slo.propose import ProposeOptions, SweepSource, propose
 from monitor.slo.windows import BURN_ALERT
+from monitor.stack.monitor_service import listening_url
 from monitor.stack.reference import reference_server
 from monitor.store import open_store
 from monitor.store.runs import finish_run, start_run
 
 SWEEP_NAME: Final = "headroom-bench"
-_LISTENING: Final = re.compile(r"listening on (http://\S+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +174,7 @@ def serving_monitor(config: Path, timeout: float = 90.0) -> Iterator[str]:
          str(config), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True)
     try:
-        yield _listening_url(proc, timeout)
+        yield listening_url(proc, timeout)
     finally:
         proc.terminate()
         try:
@@ -183,19 +182,6 @@ def serving_monitor(config: Path, timeout: float = 90.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-
-
-def _listening_url(proc: subprocess.Popen[str], timeout: float) -> str:
-    assert proc.stdout is not None
-    deadline, seen = time.monotonic() + timeout, []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if match := _LISTENING.search(line):
-            return match.group(1)
-    raise RuntimeError("inferwatch serve did not start:\n" + "".join(seen))
 
 
 class Ramp:

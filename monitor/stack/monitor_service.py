@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -11,6 +13,21 @@ from typing import Final
 from monitor.stack.processes import Service, start_child, start_on_free_port, wait_http_ready
 
 LISTENING: Final = re.compile(r"listening on (http://\S+)")
+
+
+def listening_url(proc: subprocess.Popen[str], timeout: float = 60.0) -> str:
+    """The URL a child `inferwatch serve` with piped text stdout says it listens on; raises
+    RuntimeError with what it printed when it exits or does not say so in ``timeout``."""
+    assert proc.stdout is not None
+    deadline, seen = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if match := LISTENING.search(line):
+            return match.group(1)
+    raise RuntimeError("inferwatch serve did not start:\n" + "".join(seen))
 
 
 def start_monitor(config_for_port: Callable[[int], Path], *, log_path: Path,

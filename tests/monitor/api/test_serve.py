@@ -18,28 +18,15 @@ import pytest
 
 from monitor.demo import reference_server
 from monitor.loadgen import LengthDist, WorkloadSpec, send_requests
+from monitor.stack.monitor_service import listening_url
 
 TOKEN = "serve-test-token-0123456789"
-_LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 def serve(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "monitor.cli", "--log-level", "WARNING",
                              "serve", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def listening_url(proc: subprocess.Popen[str], timeout: float = 60) -> str:
-    assert proc.stdout is not None
-    deadline, seen = time.monotonic() + timeout, []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if match := _LISTENING.search(line):
-            return match.group(1)
-    raise AssertionError("serve did not start:\n" + "".join(seen))
 
 
 def eventually(probe: Callable[[], Any], timeout: float = 60) -> Any:
