@@ -6,7 +6,8 @@ server's extra (`inferwatch[server]`, torch's CPU build pinned first as the Make
 Each variant: a wheel of this checkout (`pip wheel --no-deps`), a fresh virtual environment
 (`python -m venv`, its bundled pip), then a timed plain `pip install` of the wheel from the
 package index, with pip's cache off unless --cache (so downloads count). Prints the seconds,
-site-packages' size in MB (10^6 bytes) and the number of distributions installed.
+site-packages' size in MB (10^6 bytes), the number of distributions installed, the cores
+other processes kept busy meanwhile (`others`, see bench/cpu_meter.py) and the largest packages.
 The install test (tests/install/) uses the same helpers.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from bench.cpu_meter import _system_busy_seconds
 
 REPO: Final = Path(__file__).resolve().parent.parent
 # What the wheel is built from: the package's own files, copied so that the build writes
@@ -131,6 +135,21 @@ def distributions(venv: Venv) -> list[str]:
     return names
 
 
+def largest(site_packages: Path, count: int) -> list[tuple[str, int]]:
+    """The ``count`` largest top-level entries of site-packages and their bytes."""
+    sizes = [(p.name, tree_bytes(p) if p.is_dir() else p.stat().st_size)
+             for p in site_packages.iterdir() if not p.name.endswith(".dist-info")]
+    return sorted(sizes, key=lambda item: -item[1])[:count]
+
+
+def _busy_seconds() -> tuple[float | None, float]:
+    """CPU seconds of every process since boot, and of this one and its children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    mine = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return _system_busy_seconds(), mine
+
+
 @dataclass(frozen=True, slots=True)
 class Measurement:
     variant: str
@@ -138,19 +157,26 @@ class Measurement:
     site_packages_mb: float
     num_distributions: int
     has_torch: bool
+    others: float | None  # cores other processes kept busy meanwhile
+    largest: list[tuple[str, int]]
 
 
 def measure(variant: str, wheel: Path, work: Path, *, cache: bool) -> Measurement:
     venv = make_venv(work / f"venv-{variant}")
     seconds = 0.0
+    system0, mine0 = _busy_seconds()
     if variant == "server":
         seconds += pip_install(venv, TORCH_PIN, cache=cache)
         seconds += pip_install(venv, f"{wheel}[server]", cache=cache)
     else:
         seconds += pip_install(venv, str(wheel), cache=cache)
+    system1, mine1 = _busy_seconds()
+    others = None if system0 is None or system1 is None else \
+        max(0.0, (system1 - system0) - (mine1 - mine0)) / seconds
     names = distributions(venv)
-    size = tree_bytes(venv.site_packages())
-    return Measurement(variant, seconds, size / 1e6, len(names), "torch" in names)
+    site = venv.site_packages()
+    return Measurement(variant, seconds, tree_bytes(site) / 1e6, len(names),
+                       "torch" in names, others, largest(site, 6))
 
 
 def _machine() -> str:
@@ -179,11 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wheel: {wheel.name} ({wheel.stat().st_size / 1e6:.2f} MB, built in "
               f"{time.perf_counter() - start:.1f} s)")
         print(f"{'variant':<10}{'seconds':>9}{'site-packages MB':>18}{'distributions':>15}"
-              f"{'torch':>7}")
+              f"{'torch':>7}{'others':>8}  largest (MB)")
         for variant in args.variants.split(","):
             m = measure(variant, wheel, work, cache=args.cache)
+            others = "?" if m.others is None else f"{m.others:.2f}"
+            top = ", ".join(f"{name} {size / 1e6:.0f}" for name, size in m.largest)
             print(f"{m.variant:<10}{m.seconds:>9.1f}{m.site_packages_mb:>18.1f}"
-                  f"{m.num_distributions:>15}{'yes' if m.has_torch else 'no':>7}", flush=True)
+                  f"{m.num_distributions:>15}{'yes' if m.has_torch else 'no':>7}{others:>8}"
+                  f"  {top}", flush=True)
     return 0
 
 
