@@ -111,11 +111,11 @@ class _Session:
     """One httpx client on Grafana's API and the messages of its failures."""
 
     def __init__(self, url: str, token: str | None, timeout: float) -> None:
-        self.url = url
+        base = _base_url(url)
+        self.url = base.rstrip("/")  # in messages: never the password of the URL
         self.timeout = timeout
         headers, auth = _credentials(url, token)
-        self.client = httpx.Client(base_url=_base_url(url), headers=headers, auth=auth,
-                                   timeout=timeout)
+        self.client = httpx.Client(base_url=base, headers=headers, auth=auth, timeout=timeout)
 
     def close(self) -> None:
         self.client.close()
@@ -182,7 +182,7 @@ class _Session:
         if not isinstance(answer, dict) or not isinstance(answer.get("url"), str):
             raise PushError(f"Grafana at {self.url} saved {file.path} but gave no URL: "
                             f"{answer!r}")
-        return urljoin(_base_url(self.url), str(answer["url"]))
+        return urljoin(self.url + "/", str(answer["url"]))
 
 
 def push_dashboards(url: str, token: str | None, files: Sequence[Path], *, folder: str,

@@ -76,6 +76,12 @@ def test_a_user_and_password_in_the_url_sign_in_and_are_not_printed(
     out = capsys.readouterr().out
     assert f"{url}/d/inferwatch-slo/inferwatch-slos" in out and password not in out
 
+    state.save_error = (500, "database is locked")
+    assert run_cli(["push", "--url", with_user, "--token", "", "--dir",
+                    str(DASHBOARDS_DIR)]) == 2
+    err = capsys.readouterr().err
+    assert f"Grafana at {url} failed" in err and quote(password, safe='') not in err
+
 
 @pytest.mark.parametrize(("status", "message", "expected"), [
     (412, "a dashboard with the same name exists", "refused saving {file}: Client Error 412: "
