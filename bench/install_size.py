@@ -1,7 +1,7 @@
 """Install size and time of `pip install inferwatch`: the monitor alone, and with the reference
 server's extra (`inferwatch[server]`, torch's CPU build pinned first as the Makefile does).
 
-    python -m bench.install_size [--variants monitor,server] [--cache]
+    python -m bench.install_size [--variants monitor,server] [--cache] [--repeat N]
 
 Each variant: a wheel of this checkout (`pip wheel --no-deps`), a fresh virtual environment
 (`python -m venv`, its bundled pip), then a timed plain `pip install` of the wheel from the
@@ -175,8 +175,10 @@ def measure(variant: str, wheel: Path, work: Path, *, cache: bool) -> Measuremen
         max(0.0, (system1 - system0) - (mine1 - mine0)) / seconds
     names = distributions(venv)
     site = venv.site_packages()
-    return Measurement(variant, seconds, tree_bytes(site) / 1e6, len(names),
-                       "torch" in names, others, largest(site, 6))
+    measured = Measurement(variant, seconds, tree_bytes(site) / 1e6, len(names),
+                           "torch" in names, others, largest(site, 6))
+    shutil.rmtree(venv.root)
+    return measured
 
 
 def _machine() -> str:
@@ -191,11 +193,20 @@ def _machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
+def _print(m: Measurement) -> None:
+    others = "?" if m.others is None else f"{m.others:.2f}"
+    top = ", ".join(f"{name} {size / 1e6:.0f}" for name, size in m.largest)
+    print(f"{m.variant:<10}{m.seconds:>9.1f}{m.site_packages_mb:>18.1f}"
+          f"{m.num_distributions:>15}{'yes' if m.has_torch else 'no':>7}{others:>8}  {top}",
+          flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variants", default="monitor,server")
     parser.add_argument("--cache", action="store_true",
                         help="let pip use its cache (default: --no-cache-dir, downloads count)")
+    parser.add_argument("--repeat", type=int, default=1, help="installs of each variant")
     args = parser.parse_args(argv)
     print(f"machine: {_machine()}; pip cache {'on' if args.cache else 'off'}")
     with tempfile.TemporaryDirectory(prefix="inferwatch-install-") as tmp:
@@ -206,13 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{time.perf_counter() - start:.1f} s)")
         print(f"{'variant':<10}{'seconds':>9}{'site-packages MB':>18}{'distributions':>15}"
               f"{'torch':>7}{'others':>8}  largest (MB)")
-        for variant in args.variants.split(","):
-            m = measure(variant, wheel, work, cache=args.cache)
-            others = "?" if m.others is None else f"{m.others:.2f}"
-            top = ", ".join(f"{name} {size / 1e6:.0f}" for name, size in m.largest)
-            print(f"{m.variant:<10}{m.seconds:>9.1f}{m.site_packages_mb:>18.1f}"
-                  f"{m.num_distributions:>15}{'yes' if m.has_torch else 'no':>7}{others:>8}"
-                  f"  {top}", flush=True)
+        for run_index in range(args.repeat):
+            for variant in args.variants.split(","):
+                m = measure(variant, wheel, work / f"run{run_index}", cache=args.cache)
+                _print(m)
     return 0
 
 
