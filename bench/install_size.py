@@ -44,6 +44,18 @@ NOT_PLAIN_ENV: Final = ("URLLIB3_NO_OVERRIDE", "PIP_NO_BINARY", "PIP_ONLY_BINARY
 class InstallError(Exception):
     """A pip or venv step failed; the message holds the command and the end of its output."""
 
+    @property
+    def unreachable(self) -> bool:
+        """Whether pip said it could not reach the package index."""
+        return any(marker in str(self) for marker in NETWORK_ERRORS)
+
+
+# What pip prints when the package index cannot be reached.
+NETWORK_ERRORS: Final = ("NewConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+                         "Max retries exceeded", "Temporary failure in name resolution",
+                         "Name or service not known", "Network is unreachable",
+                         "Connection refused")
+
 
 @dataclass(frozen=True, slots=True)
 class Venv:
@@ -114,10 +126,11 @@ def make_venv(root: Path, *, python: str = sys.executable) -> Venv:
     return Venv(root)
 
 
-def pip_install(venv: Venv, *requirements: str, cache: bool = True,
-                timeout: float = 900) -> float:
-    """Seconds a plain `pip install` of ``requirements`` took in ``venv``."""
-    flags = [] if cache else ["--no-cache-dir"]
+def pip_install(venv: Venv, *requirements: str, cache: bool = True, timeout: float = 900,
+                options: Sequence[str] = ()) -> float:
+    """Seconds a plain `pip install` of ``requirements`` took in ``venv`` (``options``: pip's
+    network options, e.g. --retries, which change nothing of what is installed)."""
+    flags = [*options] if cache else ["--no-cache-dir", *options]
     start = time.perf_counter()
     run([str(venv.python), "-m", "pip", "install", "-q", *flags, *requirements],
         timeout=timeout)

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,26 +67,28 @@ def _fingerprint(venv: Venv) -> dict[str, Any]:
     return found
 
 
-def _check_index_reachable(work: Path) -> None:
-    """pip can fetch from the package index (the first install would fail obscurely else)."""
-    probe = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
-             "--retries", "1", "--timeout", "20", "-q", "-d", str(work / "probe"), "requests"]
+# Fail fast where the index cannot be reached (pip's own default waits minutes).
+NETWORK_OPTIONS = ("--retries", "2", "--timeout", "30")
+
+
+def _install(venv: Venv, *requirements: str) -> None:
     try:
-        run(probe, timeout=120)
-    except (InstallError, subprocess.TimeoutExpired) as exc:
-        unavailable(f"the package index is unreachable (pip download requests failed): "
-                    f"{str(exc).strip().splitlines()[-1]}")
+        pip_install(venv, *requirements, options=NETWORK_OPTIONS)
+    except InstallError as exc:
+        if exc.unreachable:
+            unavailable(f"the package index is unreachable (pip install "
+                        f"{' '.join(requirements)}): {str(exc).strip().splitlines()[-1]}")
+        raise
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     work = tmp_path_factory.mktemp("plain-install")
-    _check_index_reachable(work)
     wheel = build_wheel(work / "wheel")
     venv = make_venv(work / "venv")
-    pip_install(venv, "requests", "urllib3")
+    _install(venv, "requests", "urllib3")
     before = _fingerprint(venv)
-    pip_install(venv, str(wheel))  # plain: no variables, dependencies from the index
+    _install(venv, str(wheel))  # plain: no variables, dependencies from the index
     yield Installed(venv, before, _fingerprint(venv))
 
 
