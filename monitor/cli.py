@@ -46,6 +46,7 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("silence", "monitor.alerting.silence_cli",
             "maintenance windows: Alertmanager silences"),
     Command("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),
+    Command("slo", "monitor.slo.cli", "SLO files from measurements: propose one from a sweep"),
     Command("dashboards", "monitor.dashboards.cli",
             "Grafana dashboards from the metric schema: generate, push"),
     Command("anomaly", "monitor.anomaly.cli", "anomaly detectors over a timestamp,value CSV"),

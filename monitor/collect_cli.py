@@ -2,8 +2,9 @@
 and evaluate its SLOs and anomalies, alerting through Alertmanager.
 
 The collector, store and alerting of the monitor without the API (that is `inferwatch serve`,
-monitor/serve_cli.py): edits of the targets are applied without a restart (SLO files are read
-at start); Ctrl-C or SIGTERM stops it after writing what is queued.
+monitor/serve_cli.py): edits of the targets are applied without a restart, SIGHUP reloads the
+config and its SLO files as `serve` does (monitor/reload.py); Ctrl-C or SIGTERM stops it after
+writing what is queued.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import signal
 import sys
-
+from collections.abc import Callable
 from pathlib import Path
 
 from monitor.alerting.book import AlertBook
@@ -23,10 +24,11 @@ from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigError, ConfigWatcher, MonitorConfig
+from monitor.headroom.monitor import HeadroomMonitor
 from monitor.recorder import StoreRecorder
+from monitor.reload import LiveConfig, SloFiles
 from monitor.slo.evaluator import SloEvaluator
-from monitor.slo.loaders import SloFileError, load_slos
-from monitor.slo.windows import check_short_windows
+from monitor.slo.loaders import SloFileError
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
 from monitor.store import Store, open_store
@@ -45,9 +47,10 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"inferwatch collect: {exc}", file=sys.stderr)
         return 2
+    slo_files = SloFiles()  # remembers what it parsed: a reload parses only edited files
     try:
-        slos = load_config_slos(watcher.config, Path(args.config).parent)
-    except (SloFileError, OSError) as exc:
+        slos = slo_files.load(watcher.config, Path(args.config).parent)
+    except (SloFileError, OSError, ValueError) as exc:
         print(f"inferwatch collect: {exc}", file=sys.stderr)
         return 2
     url = args.store or watcher.config.store.url
@@ -56,12 +59,14 @@ def run(args: argparse.Namespace) -> int:
     recorder = StoreRecorder(store)
     recorder.register_targets(watcher.config)
     recorder.start()
-    print(f"collecting {len(watcher.config.targets)} targets from {args.config} into {url}; "
-          f"{len(slos)} SLOs", flush=True)
-    alerting = (alerting_loop(watcher.config, store, slos)
-                if slos or watcher.config.anomaly.enabled else None)
+    # Always an alerting loop and an evaluator, even without SLOs: a reload may add some.
+    live = LiveConfig(watcher, alerting_loop(watcher.config, store, slos,
+                                             lambda: watcher.config), recorder,
+                      slo_files=slo_files)
+    banner = (f"collecting {len(watcher.config.targets)} targets from {args.config} into "
+              f"{url}; {len(slos)} SLOs")
     try:
-        asyncio.run(_collect(watcher, recorder, alerting))
+        asyncio.run(_collect(live, banner))
     except KeyboardInterrupt:
         pass
     finally:
@@ -73,27 +78,15 @@ def run(args: argparse.Namespace) -> int:
 
 def load_config_slos(config: MonitorConfig, base: Path) -> list[Slo]:
     """The SLOs of every file or directory the config lists (relative to its own folder)."""
-    slos: list[Slo] = []
-    for entry in config.slos:
-        path = Path(entry) if Path(entry).is_absolute() else base / entry
-        slos.extend(load_slos(path))
-    names = [s.name for s in slos]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
-    interval = max([config.alerting.evaluation_interval_seconds,
-                    *(t.scrape_interval_seconds for t in config.targets)])
-    try:
-        check_short_windows(slos, interval, "longest scrape or evaluation interval")
-    except ValueError as exc:
-        raise SloFileError(", ".join(config.slos), [str(exc)]) from None
-    return slos
+    return SloFiles().load(config, base)
 
 
-def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> AlertingLoop:
+def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo],
+                  current: Callable[[], MonitorConfig] | None = None) -> AlertingLoop:
+    """The evaluation loop; ``current`` gives the config in force (edits of the targets'
+    capacity apply live), else ``config`` stays."""
     settings = config.alerting
-    evaluator = (SloEvaluator(slos, StoreSliSource(store),
-                              settle_seconds=settings.settle_seconds) if slos else None)
+    evaluator = SloEvaluator(slos, StoreSliSource(store), settle_seconds=settings.settle_seconds)
     anomalies = (AnomalyMonitor(store, AnomalyParams(step_seconds=config.anomaly.step_seconds),
                                 settle_seconds=settings.settle_seconds,
                                 history_seconds=config.anomaly.history_seconds)
@@ -103,18 +96,19 @@ def alerting_loop(config: MonitorConfig, store: Store, slos: list[Slo]) -> Alert
                 else None)
     return AlertingLoop(evaluator, book, delivery,
                         interval_seconds=settings.evaluation_interval_seconds,
-                        external_url=settings.external_url, anomalies=anomalies)
+                        external_url=settings.external_url, anomalies=anomalies,
+                        headroom=HeadroomMonitor(store, current or (lambda: config)))
 
 
-async def _collect(watcher: ConfigWatcher, recorder: StoreRecorder,
-                   alerting: AlertingLoop | None) -> None:
+async def _collect(live: LiveConfig, banner: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    collector = Collector(watcher.config, recorder)
-    tasks = [collector.run(stop),
-             follow_config(watcher, collector, stop, on_change=recorder.register_targets)]
-    if alerting is not None:
-        tasks.append(alerting.run(stop))
-    await asyncio.gather(*tasks)
+    loop.add_signal_handler(signal.SIGHUP, live.reload_in_background, "SIGHUP")
+    print(banner, flush=True)  # once the signals are ours
+    watcher, recorder = live.watcher, live.recorder
+    collector = live.collector = Collector(watcher.config, recorder)
+    await asyncio.gather(
+        collector.run(stop), live.alerting.run(stop),
+        follow_config(watcher, collector, stop, on_change=recorder.register_targets))

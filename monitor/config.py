@@ -13,6 +13,8 @@
         url: http://127.0.0.1:8000/metrics
         engine: auto               # or a mapping table: vllm, tgi, sglang, triton, llamacpp, ...
         labels: {model: tiny, role: baseline}
+        capacity: {sweep: nightly} # optional: live headroom against a stored sweep (or numbers)
+    headroom: {warn_below_ratio: 0.2, for_seconds: 300}   # optional (monitor/headroom/config.py)
 
 ``load_config`` validates the whole file when it is read; a bad file raises ``ConfigError``
 naming the file and every bad field by its path (``targets[2].scrape_timeout_seconds``).
@@ -27,6 +29,7 @@ import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +48,7 @@ from pydantic import (
 from exporters.adapters import check_extra_labels, load_tables
 from exporters.exposition import DEFAULT_MAX_BYTES
 from exporters.fetch import AUTO
+from monitor.headroom.config import CapacityConfig, HeadroomConfig
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +111,8 @@ class TargetConfig(_Section):
     promql_selector: str | None = None
     # Windows end this far behind now, so samples Prometheus has not ingested yet are not lost.
     promql_delay_seconds: float = Field(default=30.0, ge=0)
+    # What the target sustains within its SLO (a stored sweep or numbers): its live headroom.
+    capacity: CapacityConfig | None = None
 
     _labels_ok = field_validator("labels")(_check_labels)
 
@@ -204,6 +210,7 @@ class MonitorConfig(_Section):
     slos: tuple[str, ...] = ()
     alerting: AlertingConfig = AlertingConfig()
     anomaly: AnomalyConfig = AnomalyConfig()
+    headroom: HeadroomConfig = HeadroomConfig()  # when the targets' capacity headroom warns
 
     @model_validator(mode="before")
     @classmethod
@@ -301,10 +308,19 @@ def _field_path(loc: Sequence[int | str]) -> str:
 
 
 def _did_you_mean(key: str) -> str:
-    known = {name for model in (DefaultsConfig, TargetConfig, StoreConfig, MonitorConfig)
+    known = {name for model in (DefaultsConfig, TargetConfig, StoreConfig, MonitorConfig,
+                                CapacityConfig, HeadroomConfig)
              for name in model.model_fields}
     close = difflib.get_close_matches(key, sorted(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigVersion:
+    """Which content of the file a config was read from."""
+
+    stat: tuple[int, int]
+    digest: bytes
 
 
 class ConfigWatcher:
@@ -345,6 +361,18 @@ class ConfigWatcher:
             return None
         logger.info("%s: config reloaded (%d targets)", self.path, len(self.config.targets))
         return self.config
+
+    def read(self) -> tuple[MonitorConfig, ConfigVersion]:
+        """The file as it is now, parsed but not adopted (a reload validates everything before
+        it swaps); ConfigError naming the file and fields if it is bad. Thread-safe."""
+        text, stat = self._read()
+        return parse_config(text, str(self.path)), ConfigVersion(stat, _digest(text))
+
+    def adopt(self, config: MonitorConfig, version: ConfigVersion) -> None:
+        """Take a config ``read`` returned as the one in force; ``poll`` sees no edit in it."""
+        self.config = config
+        self._stat, self._digest = version.stat, version.digest
+        self._unreadable = False
 
     def _read(self) -> tuple[str, tuple[int, int]]:
         try:

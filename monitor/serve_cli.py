@@ -1,5 +1,5 @@
 """`inferwatch serve`: the monitor service (collector, SLO and anomaly evaluation, alerting,
-and the HTTP API) until SIGINT or SIGTERM."""
+and the HTTP API) until SIGINT or SIGTERM; SIGHUP reloads the config and SLO files."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from sqlalchemy import make_url
 
-from monitor.collect_cli import load_config_slos
 from monitor.config import ConfigError, ConfigWatcher
+from monitor.reload import SloFiles
 from monitor.service import MonitorService, ServeSettings
 from monitor.slo.loaders import SloFileError
 from monitor.store import open_store
@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = ServeSettings(args.host, args.port, args.token or os.environ.get(TOKEN_ENV))
         watcher = ConfigWatcher(args.config)
-        slos = load_config_slos(watcher.config, Path(args.config).parent)
+        slo_files = SloFiles()  # remembers what it parsed: a reload parses only edited files
+        slos = slo_files.load(watcher.config, Path(args.config).parent)
     except (ConfigError, SloFileError, OSError, ValueError) as exc:
         print(f"inferwatch serve: {exc}", file=sys.stderr)
         return 2
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch serve: cannot open the store {_shown(url)}: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    service = MonitorService(watcher, slos, store, settings)
+    service = MonitorService(watcher, slos, store, settings, slo_files)
     try:
         sock = service.bind()
     except OSError as exc:
@@ -87,6 +88,7 @@ async def _serve(service: MonitorService, sock: socket.socket) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, service.reload_in_background, "SIGHUP")
 
     def listening(url: str) -> None:
         print(f"inferwatch serve: listening on {url} (docs: {url}/docs)", flush=True)

@@ -4,7 +4,8 @@ and the HTTP API, on one event loop.
 The API is uvicorn on a socket bound before start (port 0 picks a free one). Signals are the
 service's, not uvicorn's: SIGINT/SIGTERM set one stop event, and everything winds down from it
 (runs in flight are recorded as cancelled, queued snapshots written, undelivered alerts kept
-in the store for the next start).
+in the store for the next start). SIGHUP, like ``POST /-/reload``, reloads inferwatch.yaml
+and its SLO files (monitor/reload.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from monitor.api.runs import RunManager
 from monitor.collect_cli import alerting_loop
 from monitor.collector import Collector, follow_config
 from monitor.config import ConfigWatcher
+from monitor.headroom.metrics import HeadroomCollector
 from monitor.recorder import StoreRecorder
+from monitor.reload import LiveConfig, SloFiles
 from monitor.slo.spec import Slo
 from monitor.store import Store
 from monitor.store.runs import fail_unfinished
@@ -64,24 +67,36 @@ class _Server(uvicorn.Server):
 
 class MonitorService:
     def __init__(self, watcher: ConfigWatcher, slos: list[Slo], store: Store,
-                 settings: ServeSettings) -> None:
+                 settings: ServeSettings, slo_files: SloFiles | None = None) -> None:
         self.watcher = watcher
         self.store = store
         self.settings = settings
         self.metrics = MonitorMetrics()
         self.recorder = StoreRecorder(store)
         self.recorder.register_targets(watcher.config)
-        config = watcher.config
-        self.alerting: AlertingLoop | None = (
-            alerting_loop(config, store, slos) if slos or config.anomaly.enabled else None)
-        if self.alerting is not None:
-            self.alerting.on_round = self.metrics.observe_round
-            self.metrics.registry.register(SloCollector(self.alerting))
+        # Always an alerting loop and an evaluator, even without SLOs: a reload may add some.
+        self.alerting: AlertingLoop = alerting_loop(watcher.config, store, slos,
+                                                    lambda: self.watcher.config)
+        self.alerting.on_round = self.metrics.observe_round
+        self.metrics.registry.register(SloCollector(self.alerting))
+        if self.alerting.headroom is not None:
+            self.metrics.registry.register(HeadroomCollector(self.alerting.headroom))
         self.scrapes = ScrapeObserver(self.recorder, self.metrics)
         self.runs = RunManager(store.engine)
+        self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,
+                               on_result=self.metrics.observe_reload, on_slos=self._set_slos)
+        self.reloader = self.live.reloader
         self.state = ServiceState(store, lambda: self.watcher.config, slos, self.metrics,
-                                  self.scrapes, self.runs, self.alerting, settings.token)
+                                  self.scrapes, self.runs, self.alerting, settings.token,
+                                  reloader=self.reloader)
         self.app = create_app(self.state)
+
+    def reload_in_background(self, trigger: str) -> None:
+        """Start a reload (SIGHUP); its outcome is logged, on the API and on /metrics."""
+        self.live.reload_in_background(trigger)
+
+    def _set_slos(self, slos: list[Slo]) -> None:
+        self.state.slos = slos
 
     def bind(self) -> socket.socket:
         return bind_socket(self.settings.host, self.settings.port)
@@ -104,14 +119,14 @@ class MonitorService:
         host, port = sock.getsockname()[:2]
         if on_listening is not None:
             on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
-        collector = Collector(self.watcher.config, self.scrapes)
+        collector = self.live.collector = Collector(self.watcher.config, self.scrapes)
         tasks = [collector.run(stop), follow_config(self.watcher, collector, stop,
-                                                    on_change=self.recorder.register_targets)]
-        if self.alerting is not None:
-            tasks.append(self.alerting.run(stop))
+                                                    on_change=self.recorder.register_targets),
+                 self.alerting.run(stop)]
         try:
             await asyncio.gather(*tasks)
         finally:
+            self.live.collector = None
             await self.runs.aclose()
             server.should_exit = True
             await serving

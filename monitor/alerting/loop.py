@@ -21,6 +21,8 @@ from monitor.alerting.alertmanager import AmAlert
 from monitor.alerting.book import AlertBook, Outgoing
 from monitor.alerting.delivery import AlertDelivery
 from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
+from monitor.headroom.config import HEADROOM_ALERT
+from monitor.headroom.monitor import HeadroomMonitor
 from monitor.slo.evaluator import AlertCondition, SloEvaluator, SloState, SloStatus
 
 logger = logging.getLogger(__name__)
@@ -31,9 +33,11 @@ class AlertingLoop:
                  delivery: AlertDelivery | None, *, interval_seconds: float = 15.0,
                  external_url: str = "http://127.0.0.1:8080",
                  anomalies: AnomalyMonitor | None = None,
+                 headroom: HeadroomMonitor | None = None,
                  on_round: Callable[[float, bool], None] | None = None) -> None:
         self.evaluator = evaluator
         self.anomalies = anomalies
+        self.headroom = headroom
         self.book = book
         self.delivery = delivery
         self.interval_seconds = interval_seconds
@@ -60,16 +64,31 @@ class AlertingLoop:
         anomalies_failed = self._anomalies_failed
         if not anomalies_failed:  # else none: their alerts are frozen below
             conditions += self._anomaly_conditions
+        headroom = self._tick_headroom(now)
+        conditions += headroom or []
         self.last_tick_seconds = time.perf_counter() - started
 
         def frozen(labels: Mapping[str, str]) -> bool:  # alerts of what could not be read
             if labels.get("alertname") == ANOMALY_ALERT:
                 return anomalies_failed
+            if labels.get("alertname") == HEADROOM_ALERT:
+                return headroom is None
             return labels.get("slo") in unreadable
 
         self.book.update(now, conditions, frozen)
         self.num_rounds += 1
         return [self._to_alertmanager(o) for o in self.book.due(now)]
+
+    def _tick_headroom(self, now: float) -> list[AlertCondition] | None:
+        """The headroom conditions; None when they could not be evaluated (their alerts are
+        then kept as they are)."""
+        if self.headroom is None:
+            return []
+        try:
+            return self.headroom.tick(now)
+        except Exception:
+            logger.exception("headroom evaluation failed; its alerts are kept as they are")
+            return None
 
     def _tick_anomalies(self, now: float) -> None:
         """Tick the anomaly monitor into ``_anomaly_conditions``; on failure the previous
@@ -142,7 +161,7 @@ class AlertingLoop:
             self.delivery.submit(alerts)
 
     def _to_alertmanager(self, out: Outgoing) -> AmAlert:
-        if out.labels.get("alertname") == ANOMALY_ALERT:
+        if out.labels.get("alertname") in (ANOMALY_ALERT, HEADROOM_ALERT):
             target = quote(out.labels.get("target", ""))
             source = f"{self.external_url}/api/v1/targets/{target}"
         else:

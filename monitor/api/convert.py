@@ -7,8 +7,19 @@ from typing import Any
 
 from monitor.alerting.book import Alert
 from monitor.api.health import TargetStatus
-from monitor.api.schemas import AlertOut, BurnRateOut, RunOut, SloAlertOut, SloOut, TargetOut
+from monitor.api.schemas import (
+    AlertOut,
+    BurnRateOut,
+    HeadroomDimensionOut,
+    HeadroomOut,
+    RunOut,
+    SloAlertOut,
+    SloOut,
+    TargetOut,
+)
 from monitor.config import TargetConfig
+from monitor.headroom.monitor import TargetHeadroom
+from monitor.loadgen.dimensions import UNITS
 from monitor.slo.evaluator import SloStatus
 from monitor.slo.spec import Slo
 from monitor.store.runs import RunRow
@@ -53,14 +64,32 @@ def alert_out(alert: Alert) -> AlertOut:
                     resolved_at=alert.resolved_at, value=finite(alert.value))
 
 
-def target_out(target: TargetConfig, status: TargetStatus) -> TargetOut:
+def target_out(target: TargetConfig, status: TargetStatus,
+               headroom: TargetHeadroom | None = None) -> TargetOut:
     return TargetOut(name=target.name, url=target.url, engine=target.engine,
                      labels=dict(target.labels),
                      scrape_interval_seconds=target.scrape_interval_seconds,
                      state=status.state,  # type: ignore[arg-type]
                      last_scrape_at=status.last_scrape_at,
                      last_scrape_seconds=status.last_scrape_seconds,
-                     last_error=status.last_error)
+                     last_error=status.last_error,
+                     headroom=headroom_out(headroom) if headroom is not None else None)
+
+
+def headroom_out(status: TargetHeadroom) -> HeadroomOut:
+    found, capacity = status.headroom, status.capacity
+    bench = capacity.bench_binding if capacity is not None else None
+    return HeadroomOut(
+        state=status.state,  # type: ignore[arg-type]
+        headroom_ratio=finite(found.ratio),
+        binding_dimension=found.binding.value if found.binding else None,
+        bench_binding_dimension=bench.value if bench else None,
+        warn_below_ratio=status.warn_below_ratio,
+        capacity_source=capacity.source if capacity is not None else None,
+        dimensions=[HeadroomDimensionOut(dimension=p.dimension.value, unit=UNITS[p.dimension],
+                                         load=p.load, capacity=p.capacity,
+                                         headroom_ratio=p.ratio) for p in found.dimensions],
+        evaluated_at=status.evaluated_at, error=status.error)
 
 
 def run_out(row: RunRow) -> RunOut:

@@ -23,12 +23,14 @@ class ApiError(Exception):
     """An error for the client: its HTTP status, a short code and a message naming what."""
 
     def __init__(self, status: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
+        self.extra = extra or {}  # more members of the error object (e.g. file, problems)
 
 
 def not_found(what: str, name: str) -> ApiError:
@@ -53,7 +55,8 @@ def _code_of(status: int) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.status, exc.code, exc.message), exc.status,
+        return JSONResponse(error_body(exc.status, exc.code, exc.message, **exc.extra),
+                            exc.status,
                             headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)

@@ -18,6 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from monitor.alerting.loop import AlertingLoop
+from monitor.reload import ReloadResult
 from monitor.slo.forecast import BudgetState
 from monitor.snapshot import Snapshot, TargetState
 
@@ -52,6 +53,19 @@ class MonitorMetrics:
         self.api_duration = Histogram(
             "inferwatch_api_request_duration_seconds", "Time to answer an API request",
             ["route"], buckets=_API_BUCKETS, registry=r)
+        # Prometheus' own names for its reloads, with our prefix (monitor/reload.py sets them).
+        self.reload_successful = Gauge(
+            "inferwatch_config_last_reload_successful",
+            "1 when the last configuration reload (SLO files and targets) succeeded",
+            registry=r)
+        self.reload_success_timestamp = Gauge(
+            "inferwatch_config_last_reload_success_timestamp_seconds",
+            "Time of the last successful configuration reload (or of the start)", registry=r)
+
+    def observe_reload(self, result: ReloadResult) -> None:
+        self.reload_successful.set(1.0 if result.successful else 0.0)
+        if result.successful:
+            self.reload_success_timestamp.set(result.at)
 
     def observe_round(self, seconds: float, failed: bool) -> None:
         self.evaluation_duration.observe(seconds)

@@ -22,6 +22,8 @@ class ErrorDetail(BaseModel):
     status: int
     code: str
     message: str
+    file: str | None = Field(default=None, description="a bad configuration file")
+    problems: list[str] | None = Field(default=None, description="one per bad field")
 
 
 class ErrorBody(BaseModel):
@@ -85,6 +87,29 @@ class AlertOut(BaseModel):
     value: float | None
 
 
+class HeadroomDimensionOut(BaseModel):
+    dimension: str                    # requests_per_second, prompt_tokens_per_second, ...
+    unit: str
+    load: float
+    capacity: float
+    headroom_ratio: float
+
+
+class HeadroomOut(BaseModel):
+    """Load against the capacity a sweep measured: 1 - load / capacity, the least over the
+    dimensions (``binding_dimension`` gives it); below ``warn_below_ratio`` is ``low``."""
+
+    state: Literal["ok", "low", "no_data", "no_capacity"]
+    headroom_ratio: float | None
+    binding_dimension: str | None
+    bench_binding_dimension: str | None   # what the sweep found binding
+    warn_below_ratio: float
+    capacity_source: str | None
+    dimensions: list[HeadroomDimensionOut]
+    evaluated_at: float
+    error: str | None
+
+
 class TargetOut(BaseModel):
     name: str
     url: str
@@ -95,6 +120,7 @@ class TargetOut(BaseModel):
     last_scrape_at: float | None
     last_scrape_seconds: float | None
     last_error: str | None
+    headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
 
 
 class SeriesOut(BaseModel):
@@ -188,3 +214,37 @@ class StoredCanaryIn(_In):
     end: float = Field(ge=0, le=1e11)
     step_seconds: float = Field(default=60.0, ge=1, le=86_400)
     judge: str | None = Field(default=None, max_length=100_000)
+
+
+class NamesChangedOut(BaseModel):
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+
+
+class ChangesOut(BaseModel):
+    slos: NamesChangedOut
+    targets: NamesChangedOut
+    restart_required: list[str] = Field(
+        description="sections edited that are read at start only (store, "
+                    "alerting.alertmanager_urls, anomaly)")
+
+
+class ReloadOut(BaseModel):
+    at: float
+    trigger: str = Field(description='"start", "SIGHUP" or "api"')
+    successful: bool
+    seconds: float = Field(description="time to read, validate and apply")
+    changes: ChangesOut
+    error: str | None
+    file: str | None
+    problems: list[str]
+
+
+class ConfigStatusOut(BaseModel):
+    file: str | None
+    slo_files: list[str]
+    targets: list[str]
+    slos: list[str]
+    last_reload: ReloadOut | None
+    last_successful_reload_at: float | None

@@ -6,11 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from monitor.alerting.loop import AlertingLoop
 from monitor.api.health import MonitorMetrics, ScrapeObserver
 from monitor.api.runs import RunManager
 from monitor.config import MonitorConfig
+from monitor.headroom.monitor import TargetHeadroom
+from monitor.reload import Reloader
 from monitor.slo.spec import Slo
 from monitor.store import Store
 
@@ -26,6 +29,12 @@ class ServiceState:
     alerting: AlertingLoop | None = None
     token: str | None = None                  # bearer token for changes; None: no changes
     started_at: float = field(default_factory=time.time)
+    reloader: Reloader[Any] | None = None     # POST /-/reload; None: not reloadable
+
+    def headroom(self, target: str) -> TargetHeadroom | None:
+        """The target's headroom of the latest round; None without a capacity or a round."""
+        monitor = self.alerting.headroom if self.alerting is not None else None
+        return monitor.statuses.get(target) if monitor is not None else None
 
     def slo(self, name: str) -> Slo | None:
         return next((s for s in self.slos if s.name == name), None)

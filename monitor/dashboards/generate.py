@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from monitor.dashboards.grafana import Panel, Row, Target, TargetFormat, dashboard_json
-from monitor.dashboards.promql import engine_queries, slo_queries
+from monitor.dashboards.promql import capacity_queries, engine_queries, slo_queries
 from monitor.dashboards.slo_panels import burn_rate_rows, latency_bounds
 from monitor.dashboards.spec import DashboardSpec, PanelFile, PanelSpec, metric_spec
 from monitor.dashboards.variables import variable
@@ -38,8 +38,12 @@ def _format(panel: PanelSpec) -> TargetFormat:
 def _targets(panel: PanelSpec, slos: Sequence[Slo]) -> tuple[Target, ...]:
     targets = []
     for target in panel.targets:
-        queries = (slo_queries(target, slos) if target.form.startswith("slo_")
-                   else engine_queries(target))
+        if target.form.startswith("slo_"):
+            queries = slo_queries(target, slos)
+        elif target.form == "capacity_headroom":
+            queries = capacity_queries(target)
+        else:
+            queries = engine_queries(target)
         targets += [Target(q, target.instant, _format(panel)) for q in queries]
     return tuple(targets)
 

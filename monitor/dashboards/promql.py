@@ -16,6 +16,7 @@ from typing import Final
 from exporters import schema
 from exporters.schema import MetricSpec
 from monitor.dashboards.spec import TargetSpec, metric_spec
+from monitor.headroom.metrics import HEADROOM_METRIC
 from monitor.slo.rules import (
     budget_remaining_record,
     escape_label_value,
@@ -202,3 +203,11 @@ def slo_queries(target: TargetSpec, slos: Sequence[Slo]) -> list[Query]:
 
 def slo_label(slo: Slo) -> str:
     return f'slo="{escape_label_value(slo.name)}",{SLO_FILTER}'
+
+
+# --- the monitor's own series: capacity headroom (monitor/headroom/metrics.py) ---------------
+
+def capacity_queries(target: TargetSpec) -> list[Query]:
+    """``AGG by (BY) (inferwatch_target_capacity_headroom_ratio)``: by target, the least over
+    the dimensions is the target's headroom."""
+    return [Query(f"{target.agg}{_by(target.by)} ({HEADROOM_METRIC})", target.legend)]

@@ -24,6 +24,7 @@ Form = Literal[
     "rate", "rate_trend", "rate_baseline", "quantiles", "mean", "heatmap", "gauge", "ratio",
     "count", "count_changes", "per_replica", "cost_per_million_tokens", "error_ratio",
     "slo_budget_remaining", "slo_exhaustion_hours", "slo_alert_state", "slo_alerts",
+    "capacity_headroom",
 ]
 PanelType = Literal["timeseries", "stat", "gauge", "bargauge", "heatmap", "table",
                     "state-timeline"]
@@ -42,6 +43,8 @@ FORM_TYPES: Final[dict[str, MetricType | None]] = {
 NEEDS_OVER: Final = frozenset({"ratio", "per_replica", "cost_per_million_tokens",
                                "error_ratio"})
 TARGET_LABELS: Final = ("job", "instance")  # added by Prometheus to every scraped series
+# Labels of the monitor's own headroom series (monitor/headroom/metrics.py).
+HEADROOM_LABELS: Final = ("target", "dimension")
 
 
 def metric_spec(constant: str) -> MetricSpec:
@@ -80,6 +83,11 @@ class TargetSpec(_Model):
         if self.form.startswith("slo_"):
             if self.metric or self.over or self.by:
                 raise ValueError(f"form {self.form} takes no metric, over or by")
+            return self
+        if self.form == "capacity_headroom":
+            if self.metric or self.over or any(b not in HEADROOM_LABELS for b in self.by):
+                raise ValueError(f"form {self.form} takes no metric or over, and `by` of "
+                                 f"{', '.join(HEADROOM_LABELS)}")
             return self
         if self.metric is None:
             raise ValueError(f"form {self.form} needs a metric")

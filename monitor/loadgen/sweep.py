@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from monitor.loadgen.dimensions import profile, profile_json
 from monitor.loadgen.metrics import DEFAULT_PERCENTILES, LatencySlo, RunSummary, summarize
 from monitor.loadgen.runner import (
     Endpoint,
@@ -107,8 +108,10 @@ class SweepResult:
         return sorted(self.points, key=lambda p: p.rate)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "slo": self.options.slo.describe(),
+        slo = self.options.slo
+        document: dict[str, Any] = {
+            "slo": slo.describe(),
+            "slo_seconds": {"ttft": slo.ttft, "tpot": slo.tpot, "e2e": slo.e2e},
             "attainment_target": self.options.attainment_target,
             "max_rate_under_slo": self.max_rate_under_slo,
             "bracket": list(self.bracket),
@@ -118,6 +121,10 @@ class SweepResult:
             "note": self.note,
             "points": [p.to_json() for p in self.sorted_points()],
         }
+        # The capacity per load dimension and the binding one, for `inferwatch slo propose`
+        # and the monitor's live headroom (monitor/loadgen/dimensions.py).
+        document["dimensions"] = profile_json(document)
+        return document
 
     def format(self) -> str:
         lines = [f"{'rate':>8} {'req/s':>8} {'tok/s':>9} {'attain':>7} "
@@ -135,6 +142,12 @@ class SweepResult:
             lines.append(f"max rate with >= {target:.1%} of requests within "
                          f"{self.options.slo.describe()}: {self.max_rate_under_slo:.3g} req/s "
                          f"(bracket {self.bracket[0]}..{self.bracket[1]})")
+        found = profile(self.to_json())
+        if found is not None:
+            binding = found.binding
+            lines.append("capacity per dimension: " + ", ".join(
+                f"{d.value} {v:.4g}" for d, v in found.capacity.items()))
+            lines.append(f"binding dimension: {binding.dimension or 'none'} ({binding.reason})")
         if self.note:
             lines.append(self.note)
         return "\n".join(lines)

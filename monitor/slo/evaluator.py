@@ -109,6 +109,23 @@ class _Tracked:
     watching_since: float | None = None  # the first tick
 
 
+@dataclass(frozen=True, slots=True)
+class SloChanges:
+    """SLO names by what a reload did to them."""
+
+    added: tuple[str, ...]
+    changed: tuple[str, ...]     # spec edited: state built afresh
+    removed: tuple[str, ...]     # their alerts resolve through the alert book
+    kept: tuple[str, ...]        # spec unchanged: state carried over
+
+
+@dataclass(frozen=True, slots=True)
+class SloPlan:
+    tracked: dict[str, _Tracked]
+    changes: SloChanges
+    base: dict[str, _Tracked]    # the evaluator's SLOs it was planned against
+
+
 class SloEvaluator:
     """Evaluates many SLOs against one source; ``tick(now)`` returns each SLO's status."""
 
@@ -123,6 +140,43 @@ class SloEvaluator:
     @property
     def slos(self) -> list[Slo]:
         return [t.slo for t in self._tracked.values()]
+
+    def plan_slos(self, slos: Sequence[Slo]) -> SloPlan:
+        """What ``apply_slos`` would do to take ``slos`` (a reload), without doing it: an SLO
+        whose parsed spec is unchanged keeps its state (history, first tick), a new or
+        changed one starts afresh (its first tick loads history from the source), one no
+        longer listed is dropped. Raises ValueError (nothing changed) if an SLO is unusable."""
+        names = [slo.name for slo in slos]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"SLO names used twice: {duplicates}")
+        tracked: dict[str, _Tracked] = {}
+        added: list[str] = []
+        changed: list[str] = []
+        kept: list[str] = []
+        for slo in slos:
+            old = self._tracked.get(slo.name)
+            if old is not None and old.slo == slo:
+                tracked[slo.name] = old
+                kept.append(slo.name)
+            else:
+                tracked[slo.name] = _track(slo)
+                (added if old is None else changed).append(slo.name)
+        removed = [name for name in self._tracked if name not in tracked]
+        return SloPlan(tracked, SloChanges(tuple(added), tuple(changed), tuple(removed),
+                                           tuple(kept)), self._tracked)
+
+    def apply_slos(self, plan: SloPlan) -> SloChanges:
+        """Swap in a plan of ``plan_slos`` at once: a tick in flight finishes on the old set
+        (the kept states are the same objects), the next tick reads the new one."""
+        if plan.base is not self._tracked:
+            raise RuntimeError("the SLO plan was made against another set of SLOs")
+        self._tracked = plan.tracked
+        return plan.changes
+
+    def replace_slos(self, slos: Sequence[Slo]) -> SloChanges:
+        """``plan_slos`` and ``apply_slos`` in one step."""
+        return self.apply_slos(self.plan_slos(slos))
 
     def tick(self, now: float | None = None) -> list[SloStatus]:
         now = time.time() if now is None else now
@@ -303,7 +357,6 @@ def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: Windo
     active = (not no_data and long.events > 0 and long.events >= slo.alerting.min_events
               and long.burn_rate > window.factor and short.burn_rate > window.factor)
     author = burn_alert(slo, window)
-    assert author.name is not None
     labels = alert_labels(slo, window.severity.value, window.name, author.labels)
     labels["alertname"] = author.name
     what = "page" if window.severity is Severity.PAGE else "ticket"

@@ -465,7 +465,7 @@ class _Replay:
         return long
 
     def burn_alert_names(self) -> list[str]:
-        return sorted({str(burn_alert(slo, w).name) for slo in self.slos
+        return sorted({burn_alert(slo, w).name for slo in self.slos
                        for w in burn_windows(slo)})
 
     def burn_alerts(self, step: int, name: str) -> list[ExpectedAlert]:
@@ -602,7 +602,7 @@ def _timing(slo: Slo, start: int, interval: float) -> _Timing:
                 if w.short_seconds <= _LONGEST_RESOLVE}
     edges = []
     for w in windows:
-        name = str(burn_alert(slo, w).name)
+        name = burn_alert(slo, w).name
         edges += [Edge((start + quiet[w]) * interval, slo.name, name, w.name, False),
                   Edge((start + fires[w]) * interval, slo.name, name, w.name, True)]
         if w in resolves:

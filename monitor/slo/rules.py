@@ -450,7 +450,6 @@ def _alerts(slo: Slo, target_label: str) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for window in burn_windows(slo):
         author = burn_alert(slo, window)
-        assert author.name is not None
         rule: dict[str, Any] = {"alert": author.name, "expr": burn_alert_promql(slo, window)}
         if window.for_seconds > 0:
             rule["for"] = format_duration(window.for_seconds)

@@ -208,7 +208,17 @@ def burn_windows(slo: Slo, path: str | Path | None = None) -> tuple[BurnWindow, 
 _OURS = frozenset({"slo", "window", "alertname"})  # what identifies an alert: never the author's
 
 
-def burn_alert(slo: Slo, window: BurnWindow) -> AlertTemplate:
+@dataclass(frozen=True, slots=True)
+class AuthoredAlert:
+    """A burn-rate alert as the spec's author set it: its name, and the labels and
+    annotations added to ours."""
+
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+def burn_alert(slo: Slo, window: BurnWindow) -> AuthoredAlert:
     """The name, the author's extra labels and annotations of one burn-rate alert: the
     SLO's alert settings, then its page or ticket settings, then the condition's own."""
     a = slo.alerting
@@ -217,7 +227,7 @@ def burn_alert(slo: Slo, window: BurnWindow) -> AlertTemplate:
     labels = {k: v for t in layers for k, v in t.labels.items() if k not in _OURS}
     annotations = {k: v for t in layers for k, v in t.annotations.items()}
     name = next((t.name for t in reversed(layers) if t.name), BURN_ALERT)
-    return AlertTemplate(name=name, labels=labels, annotations=annotations)
+    return AuthoredAlert(name, labels, annotations)
 
 
 def alert_labels(slo: Slo, severity: str, window: str,

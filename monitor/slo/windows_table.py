@@ -26,7 +26,8 @@ def format_window_table(period_seconds: float, objective: float, *,
              f"{'reset':>14}"]
     lines += [_row(p, budget) for p in plan]
     for severity in ("page", "ticket"):
-        if all(p.dropped for p in plan if p.window.severity == severity):
+        rows = [p for p in plan if p.window.severity == severity]
+        if rows and all(p.dropped for p in rows):
             lines.append(f"A {format_duration(period_seconds)} SLO cannot {severity}: every "
                          f"{severity} row is dropped (too short a period to alert on).")
     return "\n".join(lines)

@@ -99,3 +99,16 @@ def fail_unfinished(engine: Engine, reason: str) -> int:
         result = conn.execute(update(BenchRun).where(BenchRun.status == "running").values(
             status="failed", finished_at=time.time(), error=reason))
     return int(result.rowcount or 0)
+
+
+def find_sweep(engine: Engine, reference: str) -> RunRow | None:
+    """A finished sweep by its id, else the latest finished sweep named ``reference``."""
+    row = get_run(engine, reference)
+    if row is not None:
+        return row if row.kind == "sweep" and row.status == "done" else None
+    query = (select(*_COLUMNS).where(BenchRun.kind == "sweep", BenchRun.status == "done",
+                                     BenchRun.name == reference)
+             .order_by(BenchRun.finished_at.desc()).limit(1))
+    with engine.connect() as conn:
+        found = conn.execute(query).mappings().first()
+    return _row(found) if found is not None else None

@@ -125,7 +125,7 @@ def test_the_command_is_the_installed_package(installed: Installed) -> None:
     ["--help"],
     ["rules", "windows", "--period", "7d"],
     ["dashboards", "generate", "--check"],
-    *[[name, "--help"] for name in ("bridge", "collect", "serve", "silence", "rules",
+    *[[name, "--help"] for name in ("bridge", "collect", "serve", "silence", "rules", "slo",
                                     "dashboards", "anomaly", "bench", "canary")],
 ], ids=lambda args: " ".join(args))
 def test_monitor_commands_run_without_torch(installed: Installed, args: list[str]) -> None:

@@ -13,18 +13,23 @@ from monitor.api.deps import Limit, Offset, StateDep
 from monitor.api.errors import bad_request, not_found
 from monitor.api.schemas import ErrorBody, Page, SeriesOut, TargetOut
 from monitor.api.timeparse import parse_range
+from monitor.headroom.capacity import CapacityError, headroom, resolve
+from monitor.headroom.load import load_series
+from monitor.api.state import ServiceState
 
 router = APIRouter(prefix="/api/v1/targets", tags=["targets"])
 
-# Metric -> unit: the anomaly detectors' per-step features.
+HEADROOM: Final = "headroom_ratio"  # against the target's capacity: block (monitor/headroom)
+# Metric -> unit: the anomaly detectors' per-step features, and the headroom.
 UNITS: Final[dict[str, str]] = {
     THROUGHPUT: "tokens/s", OUTPUT_THROUGHPUT: "tokens/s", "batch_utilization": "ratio",
+    HEADROOM: "ratio",
     **{f.name: f.unit or "ratio" for f in SCORED}}
 MetricName = Literal[
     "tokens_per_second", "output_tokens_per_second", "offered_requests_per_second",
     "ttft_p99_seconds", "itl_p99_seconds", "e2e_p99_seconds", "kv_cache_usage_ratio",
     "queue_depth", "error_ratio", "gpu_memory_used_bytes", "preemptions_per_second",
-    "batch_utilization"]
+    "batch_utilization", "headroom_ratio"]
 MAX_POINTS: Final = 11_000  # Prometheus' limit per range query
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 _BAD_OR_NOT_FOUND: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 400: {"model": ErrorBody}}
@@ -33,7 +38,8 @@ _BAD_OR_NOT_FOUND: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 400: {"model
 @router.get("", response_model=Page[TargetOut], summary="Targets and their last scrape")
 def list_targets(state: StateDep, limit: Limit = 100, offset: Offset = 0) -> Page[TargetOut]:
     targets = state.config().targets
-    items = [target_out(t, state.scrapes.status(t.name)) for t in targets]
+    items = [target_out(t, state.scrapes.status(t.name), state.headroom(t.name))
+             for t in targets]
     return Page(items=items[offset:offset + limit], total=len(items), limit=limit,
                 offset=offset)
 
@@ -43,7 +49,7 @@ def get_target(state: StateDep, name: str) -> TargetOut:
     target = next((t for t in state.config().targets if t.name == name), None)
     if target is None:
         raise not_found("target", name)
-    return target_out(target, state.scrapes.status(name))
+    return target_out(target, state.scrapes.status(name), state.headroom(name))
 
 
 @router.get("/{name}/series", response_model=SeriesOut, responses=_BAD_OR_NOT_FOUND,
@@ -61,8 +67,26 @@ def series(state: StateDep, name: str, metric: MetricName,
     if (end_s - start_s) / step > MAX_POINTS:
         raise bad_request(f"{(end_s - start_s) / step:.0f} points asked; at most {MAX_POINTS}: "
                           "raise step or shorten the range")
-    points = [(t, finite(row[metric]))
-              for t, row in read_features(state.store, name, start_s, end_s, step)]
+    if metric == HEADROOM:
+        points = _headroom_points(state, name, start_s, end_s, step)
+    else:
+        points = [(t, finite(row[metric]))
+                  for t, row in read_features(state.store, name, start_s, end_s, step)]
     return SeriesOut(target=name, metric=metric, unit=UNITS[metric], start=start_s, end=end_s,
                      step=step, points=points)
 
+
+
+def _headroom_points(state: ServiceState, name: str, start: float, end: float,
+                     step: float) -> list[tuple[float, float | None]]:
+    """The least headroom over the dimensions per step, against today's capacity."""
+    target = next((t for t in state.config().targets if t.name == name), None)
+    if target is None or target.capacity is None:
+        raise bad_request(f"target {name!r} has no capacity: block in the config, so no "
+                          "headroom")
+    try:
+        capacity = resolve(state.store.engine, target.capacity)
+    except CapacityError as exc:
+        raise bad_request(str(exc)) from None
+    return [(t, finite(headroom(load, capacity.values).ratio))
+            for t, load in load_series(state.store, name, start, end, step)]

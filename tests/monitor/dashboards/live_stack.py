@@ -14,9 +14,14 @@ from typing import Any
 
 import httpx
 import yaml
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from exporters.bridge import Bridge, BridgeConfig, serve_metrics
+from monitor.config import parse_config
+from monitor.headroom.capacity import Capacity, headroom
+from monitor.headroom.metrics import HeadroomCollector
+from monitor.headroom.monitor import HeadroomMonitor, TargetHeadroom
+from monitor.loadgen.dimensions import Dimension
 from monitor.stack.prometheus import prometheus_config, start_prometheus
 from tests.exporters.engine_fixtures import catalog, read_fixture
 from tests.monitor.prometheus_fixture import RunningPrometheus, prometheus_binary
@@ -28,6 +33,21 @@ _DCGM_VALUES = {
     "DCGM_FI_DEV_MEM_COPY_UTIL": 42.0, "DCGM_FI_DEV_POWER_USAGE": 512.5,
     "DCGM_FI_DEV_GPU_TEMP": 64.0, "DCGM_FI_DEV_SM_CLOCK": 1980.0,
 }
+
+
+def headroom_page() -> str:
+    """The monitor's /metrics headroom series, written by its own collector for a target at
+    half its request capacity and 30% of its prompt-token capacity."""
+    store: Any = None  # the statuses are set here; the store is never read
+    monitor = HeadroomMonitor(store, lambda: parse_config("", "inferwatch.yaml"))
+    load = {Dimension.REQUESTS: 2.0, Dimension.PROMPT_TOKENS: 700.0}
+    capacity = Capacity({Dimension.REQUESTS: 4.0, Dimension.PROMPT_TOKENS: 1000.0},
+                        Dimension.PROMPT_TOKENS, "configured")
+    monitor.statuses = {"reference": TargetHeadroom(
+        "reference", 0.0, "ok", headroom(load, capacity.values), capacity, 0.2)}
+    registry = CollectorRegistry()
+    registry.register(HeadroomCollector(monitor))
+    return generate_latest(registry).decode()
 
 
 def dcgm_page() -> str:

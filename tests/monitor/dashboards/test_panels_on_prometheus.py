@@ -36,8 +36,8 @@ from .dashboard_queries import (
     targets,
     variables,
 )
-from .live_stack import dcgm_page, fast_rules, prometheus_with_rules, running_bridge, \
-    static_pages
+from .live_stack import dcgm_page, fast_rules, headroom_page, prometheus_with_rules, \
+    running_bridge, static_pages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -123,14 +123,16 @@ def _variable_values(prometheus: RunningPrometheus, end: float) -> dict[str, set
 
 def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path: Path) -> None:
     prometheus_binary()  # skip (or fail, where required) before starting anything
-    pages = {"/dcgm": dcgm_page(), "/vllm": read_fixture("vllm.prom")}
+    pages = {"/dcgm": dcgm_page(), "/vllm": read_fixture("vllm.prom"),
+             "/metrics": headroom_page()}  # the monitor's own /metrics: its headroom
     rules = fast_rules(ROOT / "alerts" / "inferwatch-slo.rules.yml", tmp_path / "rules.yml")
     server_args = ["--model", "tiny", "--enable-fault-injection", "--admin-token", ADMIN_TOKEN]
     with reference_server(server_args, startup_timeout=90) as url, \
             static_pages(pages) as static, \
             running_bridge(f"{static}/dcgm", "dcgm") as dcgm, \
             running_bridge(f"{static}/vllm", "vllm") as vllm:
-        jobs = {"reference": url.removeprefix("http://"), "dcgm": dcgm, "vllm": vllm}
+        jobs = {"reference": url.removeprefix("http://"), "dcgm": dcgm, "vllm": vllm,
+                "monitor": static.removeprefix("http://")}
         with prometheus_with_rules(tmp_path, jobs, rules) as prometheus:
             start = time.time()
             httpx.post(f"{url}/admin/faults", json=FAULT, timeout=10,

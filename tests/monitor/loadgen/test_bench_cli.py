@@ -45,7 +45,8 @@ def test_bench_run_writes_records_summary_and_the_store(
         store.close()
 
 
-def test_bench_sweep_draws_its_curve(tmp_path: Path) -> None:
+def test_bench_sweep_draws_its_curve(tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
     with scripted_server(Script(ttft=0.1, itl=0.0, capacity=4)) as (server, _):
         code = main(["bench", "sweep", "--url", server, "--model", "m", "--rates", "4,8,80",
                      "--step-duration", "3", "--refine", "1", "--slo-ttft-ms", "400",
@@ -54,6 +55,16 @@ def test_bench_sweep_draws_its_curve(tmp_path: Path) -> None:
     sweep = json.loads((tmp_path / "sweep.json").read_text())
     assert sweep["saturation_rate"] == 80 and sweep["points"][-1]["saturated"]
     assert sweep["max_rate_under_slo"] is not None
+    # the capacity per load dimension, for `slo propose` and the monitor's headroom
+    assert sweep["slo_seconds"] == {"ttft": 0.4, "tpot": None, "e2e": None}
+    dimensions = sweep["dimensions"]
+    assert dimensions["capacity"]["requests_per_second"] == dimensions["max_rate"] > 0
+    assert dimensions["capacity"]["output_tokens_per_second"] == pytest.approx(
+        dimensions["max_rate"] * 4)           # fixed:4 output tokens a request
+    assert dimensions["binding"] in ("requests_in_flight", "prompt_tokens_per_second")
+    printed = capsys.readouterr().out
+    assert "capacity per dimension: requests_per_second" in printed
+    assert f"binding dimension: {dimensions['binding']}" in printed
     assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
 
 
