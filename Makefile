@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine: `make run` (the demo) and `make test`.
-# Each installs what it needs into .venv first. torch is the CPU build (never CUDA in CI).
+# Each installs what it needs into .venv first: the monitor, the reference server's extra
+# (`[server]`: torch, the CPU build, never CUDA in CI) and the test tools (`[test]`).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,9 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	# grafana-client brings niquests and urllib3-future, whose wheel overwrites urllib3 at every
-	# interpreter start and breaks requests (schemathesis); built from source without that.
-	URLLIB3_NO_OVERRIDE=1 PIP_NO_BINARY=urllib3-future $(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,server]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,51 +1,111 @@
-"""The `inferwatch` command: a thin layer over the modules, one subcommand each."""
+"""The `inferwatch` command: a thin layer over the modules, one subcommand each.
+
+Only the chosen subcommand's module is imported, so the monitor's commands run where the
+reference server's extra (torch, safetensors, tokenizers) is not installed; the commands that
+need it say so and exit 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
+import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 Runner = Callable[[argparse.Namespace], int]
 
+# The modules that `pip install inferwatch[server]` adds (pyproject.toml's "server" extra).
+SERVER_EXTRA: Final = "server"
+SERVER_MODULES: Final = ("torch", "safetensors", "tokenizers")
 
-# name, module (with add_arguments(parser) and run(args) -> exit code), help
-_COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("reference-server", "reference_server.cli",
-     "run the reference continuous-batching server"),
-    ("bridge", "exporters.bridge_cli", "serve an engine's /metrics in the inferwatch schema"),
-    ("collect", "monitor.collect_cli", "scrape the targets of inferwatch.yaml into the store"),
-    ("serve", "monitor.serve_cli",
-     "the monitor service: collector, SLO evaluation, alerting and the HTTP API"),
-    ("demo", "monitor.demo",
-     "the whole stack on this machine: reference server, monitor, Prometheus, Alertmanager, "
-     "a load that rises and falls and a fault"),
-    ("silence", "monitor.alerting.silence_cli", "maintenance windows: Alertmanager silences"),
-    ("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),
-    ("slo", "monitor.slo.cli", "SLO files from measurements: propose one from a sweep"),
-    ("dashboards", "monitor.dashboards.cli",
-     "Grafana dashboards from the metric schema: generate, push"),
-    ("anomaly", "monitor.anomaly.cli", "anomaly detectors over a timestamp,value CSV"),
-    ("bench", "monitor.loadgen.cli", "load runs and rate sweeps against an OpenAI endpoint"),
-    ("canary", "monitor.canary.cli", "judge a canary against its baseline (Mann-Whitney)"),
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    module: str  # has add_arguments(parser) and run(args) -> exit code
+    help: str
+    extra: str | None = None  # the install extra it needs beyond the monitor's dependencies
+
+
+COMMANDS: Final[tuple[Command, ...]] = (
+    Command("reference-server", "reference_server.cli",
+            "run the reference continuous-batching server", extra=SERVER_EXTRA),
+    Command("bridge", "exporters.bridge_cli",
+            "serve an engine's /metrics in the inferwatch schema"),
+    Command("collect", "monitor.collect_cli",
+            "scrape the targets of inferwatch.yaml into the store"),
+    Command("serve", "monitor.serve_cli",
+            "the monitor service: collector, SLO evaluation, alerting and the HTTP API"),
+    Command("demo", "monitor.demo",
+            "the whole stack on this machine: reference server, monitor, Prometheus, "
+            "Alertmanager, a load that rises and falls and a fault", extra=SERVER_EXTRA),
+    Command("silence", "monitor.alerting.silence_cli",
+            "maintenance windows: Alertmanager silences"),
+    Command("rules", "monitor.slo.rules_cli", "Prometheus SLO rules and their promtool tests"),
+    Command("slo", "monitor.slo.cli", "SLO files from measurements: propose one from a sweep"),
+    Command("dashboards", "monitor.dashboards.cli",
+            "Grafana dashboards from the metric schema: generate, push"),
+    Command("anomaly", "monitor.anomaly.cli", "anomaly detectors over a timestamp,value CSV"),
+    Command("bench", "monitor.loadgen.cli",
+            "load runs and rate sweeps against an OpenAI endpoint"),
+    Command("canary", "monitor.canary.cli",
+            "judge a canary against its baseline (Mann-Whitney)"),
 )
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="inferwatch", description=__doc__)
+def chosen_command(argv: Sequence[str]) -> Command | None:
+    """The subcommand named in ``argv`` (the first word that is not an option or the value of
+    --log-level), or None (``--help``, nothing, or an unknown word argparse will refuse)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level":
+            next(words, None)
+        elif not word.startswith("-"):
+            return next((c for c in COMMANDS if c.name == word), None)
+    return None
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a finder that refuses it
+        return False
+
+
+def missing_modules(command: Command) -> list[str]:
+    """The modules of the command's install extra that cannot be imported here."""
+    if command.extra != SERVER_EXTRA:
+        return []
+    return [name for name in SERVER_MODULES if not _importable(name)]
+
+
+def _build_parser(chosen: Command | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inferwatch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module_name, help_text in _COMMANDS:
-        module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=help_text)
-        module.add_arguments(p)
-        p.set_defaults(run=module.run)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help)
+        if command == chosen:  # only this one's module is imported
+            module = importlib.import_module(command.module)
+            module.add_arguments(p)
+            p.set_defaults(run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = chosen_command(argv)
+    if chosen is not None and (missing := missing_modules(chosen)):
+        print(f"inferwatch {chosen.name}: {', '.join(missing)} not installed; "
+              f"install inferwatch[{chosen.extra}] (pip install 'inferwatch[{chosen.extra}]')",
+              file=sys.stderr)
+        return 2
+    args = _build_parser(chosen).parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise

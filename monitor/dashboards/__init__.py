@@ -1,6 +1,6 @@
 """Grafana dashboards generated from the metric schema, the panel list and the SLO specs
-(`inferwatch dashboards generate`), checked in under dashboards/ and pushed to Grafana with
-grafana-client (`inferwatch dashboards push`)."""
+(`inferwatch dashboards generate`), checked in under dashboards/ and pushed to Grafana's HTTP
+API (`inferwatch dashboards push`)."""
 
 from monitor.dashboards.generate import build_dashboard, generate_dashboards, render
 from monitor.dashboards.push import PushError, dashboard_files, push_dashboards

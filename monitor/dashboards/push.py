@@ -1,29 +1,27 @@
-"""Push the generated dashboards to Grafana with grafana-client: folder, then each dashboard.
+"""Push the generated dashboards to Grafana's HTTP API with httpx: folder, then each dashboard.
 
 Every file is read and checked before the first request, so a bad file pushes nothing. Every
 request has the timeout given. Failures become one ``PushError`` naming the Grafana URL or the
-file and what went wrong; grafana-client's and niquests' exceptions stay inside this module.
+file and what went wrong; httpx's exceptions stay inside this module.
+
+Four calls of Grafana's HTTP API (https://grafana.com/docs/grafana/latest/developers/http_api/):
+``GET /api/frontend/settings`` (is it Grafana: its buildInfo), ``GET /api/folders/:uid``,
+``POST /api/folders`` and ``POST /api/dashboards/db``. httpx, already a dependency, makes them:
+grafana-client 4 and later depend on niquests, whose urllib3-future replaces the urllib3 that
+requests and the user's other libraries import, so a plain install must not bring it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-import niquests.exceptions
-from grafana_client.api import GrafanaApi
-from grafana_client.client import (
-    GrafanaClientError,
-    GrafanaException,
-    GrafanaServerError,
-    GrafanaTimeoutError,
-    GrafanaUnauthorizedError,
-)
+import httpx
 
 DEFAULT_TIMEOUT_SECONDS: Final = 10.0
 COMMIT_MESSAGE: Final = "inferwatch dashboards push"
@@ -78,49 +76,91 @@ def dashboard_files(directory: Path) -> list[Path]:
 
 
 def _base_url(url: str) -> str:
+    """Grafana's root URL ending in "/" (a sub-path install keeps its path), without any
+    user:password part."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PushError(f"{url}: give Grafana's http:// or https:// URL")
-    # grafana-client appends "api" to the path: a sub-path must end with "/".
-    return url if url.endswith("/") else url + "/"
+    netloc = parts.netloc.rpartition("@")[2]
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return urlunsplit((parts.scheme, netloc, path, "", ""))
 
 
-def _explain(exc: Exception, url: str, step: str, timeout: float) -> str:
-    where = f"Grafana at {url}"
-    if isinstance(exc, GrafanaUnauthorizedError):
-        return f"{where} refused the token while {step} (401 Unauthorized): check --token"
-    if isinstance(exc, GrafanaTimeoutError):
-        return f"{where} did not answer within {timeout:g} s while {step}"
-    if isinstance(exc, GrafanaClientError):
-        return f"{where} refused {step}: {exc.message}"
-    if isinstance(exc, GrafanaServerError):
-        return f"{where} failed while {step}: {exc.message}"
-    if isinstance(exc, niquests.exceptions.Timeout):
-        return f"{where} did not answer within {timeout:g} s while {step}"
-    if isinstance(exc, (niquests.exceptions.RequestException, GrafanaException)):
-        return f"cannot reach {where} while {step}: {exc}"
-    return f"{where} gave an unexpected answer while {step}: {exc}"
+def _credentials(url: str, token: str | None) -> tuple[dict[str, str], tuple[str, str] | None]:
+    """The bearer token's header, or else basic auth from the URL's user:password."""
+    if token:
+        return {"Authorization": f"Bearer {token}"}, None
+    parts = urlsplit(url)
+    if parts.username:
+        return {}, (unquote(parts.username), unquote(parts.password or ""))
+    return {}, None
+
+
+def _message(response: httpx.Response) -> str:
+    """Grafana's error text: the "message" of its JSON body, else the body itself."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return f"{response.status_code}: {body['message']}"
+    return f"{response.status_code}: {response.text.strip()[:200] or response.reason_phrase}"
 
 
 class _Session:
-    """One GrafanaApi and the step it is at, for messages."""
+    """One httpx client on Grafana's API and the messages of its failures."""
 
     def __init__(self, url: str, token: str | None, timeout: float) -> None:
-        self.url = url
+        base = _base_url(url)
+        self.url = base.rstrip("/")  # in messages: never the password of the URL
         self.timeout = timeout
-        self.api = GrafanaApi.from_url(_base_url(url), credential=token or None,
-                                       timeout=timeout)
+        headers, auth = _credentials(url, token)
+        self.client = httpx.Client(base_url=base, headers=headers, auth=auth, timeout=timeout)
 
-    def call(self, step: str, request: Callable[[], Any]) -> Any:
+    def close(self) -> None:
+        self.client.close()
+
+    def send(self, step: str, method: str, path: str,
+             body: dict[str, Any] | None = None) -> httpx.Response:
+        """The answer to one request; PushError if none came."""
+        where = f"Grafana at {self.url}"
         try:
-            return request()
-        except (GrafanaException, niquests.exceptions.RequestException, ValueError) as exc:
-            raise PushError(_explain(exc, self.url, step, self.timeout)) from None
+            return self.client.request(method, f"api/{path}", json=body)
+        except httpx.TimeoutException:
+            raise PushError(f"{where} did not answer within {self.timeout:g} s while "
+                            f"{step}") from None
+        except httpx.HTTPError as exc:
+            raise PushError(f"cannot reach {where} while {step}: {exc}") from None
+
+    def call(self, step: str, method: str, path: str,
+             body: dict[str, Any] | None = None) -> Any:
+        """The JSON answer to one request; PushError for an error status or no JSON."""
+        response = self.send(step, method, path, body)
+        self.refuse_errors(step, response)
+        try:
+            return response.json()
+        except ValueError:
+            raise PushError(f"Grafana at {self.url} gave an answer that is not JSON while "
+                            f"{step}: {response.text.strip()[:200]!r}") from None
+
+    def refuse_errors(self, step: str, response: httpx.Response) -> None:
+        where = f"Grafana at {self.url}"
+        status = response.status_code
+        if status == 401:
+            raise PushError(f"{where} refused the token while {step} (401 Unauthorized): "
+                            "check --token")
+        if 400 <= status < 500:
+            raise PushError(f"{where} refused {step}: Client Error {_message(response)}")
+        if status >= 500:
+            raise PushError(f"{where} failed while {step}: Server Error {_message(response)}")
 
     def check(self) -> None:
+        step = "checking the server"
+        response = self.send(step, "GET", "frontend/settings")
+        self.refuse_errors(step, response)
         try:
-            info = self.call("checking the server", self.api.health.check)
-        except AttributeError:  # grafana-client reads buildInfo from a text (not JSON) answer
+            info = response.json().get("buildInfo")
+        except (ValueError, AttributeError):
             info = None
         if not isinstance(info, dict):
             raise PushError(f"{self.url}: does not answer like Grafana (no build info at "
@@ -128,28 +168,21 @@ class _Session:
 
     def ensure_folder(self, name: str) -> str:
         uid = folder_uid(name)
-        try:
-            self.api.folder.get_folder(uid)
+        response = self.send(f"reading folder {uid}", "GET", f"folders/{uid}")
+        if response.status_code != 404:
+            self.refuse_errors(f"reading folder {uid}", response)
             return uid
-        except GrafanaClientError as exc:
-            if exc.status_code != 404:
-                raise PushError(_explain(exc, self.url, f"reading folder {uid}",
-                                         self.timeout)) from None
-        except (GrafanaException, niquests.exceptions.RequestException) as exc:
-            raise PushError(_explain(exc, self.url, f"reading folder {uid}",
-                                     self.timeout)) from None
-        self.call(f"creating folder {uid}", lambda: self.api.folder.create_folder(name, uid=uid))
+        self.call(f"creating folder {uid}", "POST", "folders", {"title": name, "uid": uid})
         return uid
 
     def save(self, file: DashboardFile, folder: str) -> str:
         body = {"dashboard": {**file.dashboard, "id": None}, "folderUid": folder,
                 "overwrite": True, "message": COMMIT_MESSAGE}
-        answer = self.call(f"saving {file.path}",
-                           lambda: self.api.dashboard.update_dashboard(body))
+        answer = self.call(f"saving {file.path}", "POST", "dashboards/db", body)
         if not isinstance(answer, dict) or not isinstance(answer.get("url"), str):
             raise PushError(f"Grafana at {self.url} saved {file.path} but gave no URL: "
                             f"{answer!r}")
-        return urljoin(_base_url(self.url), str(answer["url"]))
+        return urljoin(self.url + "/", str(answer["url"]))
 
 
 def push_dashboards(url: str, token: str | None, files: Sequence[Path], *, folder: str,
@@ -160,6 +193,9 @@ def push_dashboards(url: str, token: str | None, files: Sequence[Path], *, folde
         raise PushError(f"timeout must be > 0 seconds, got {timeout:g}")
     dashboards = [read_dashboard(path) for path in files]
     session = _Session(url, token, timeout)
-    session.check()
-    folder_id = session.ensure_folder(folder)
-    return [(d.title, session.save(d, folder_id)) for d in dashboards]
+    try:
+        session.check()
+        folder_id = session.ensure_folder(folder)
+        return [(d.title, session.save(d, folder_id)) for d in dashboards]
+    finally:
+        session.close()

@@ -1,5 +1,5 @@
-"""A fake Grafana: the few HTTP API endpoints that `inferwatch dashboards push` calls through
-grafana-client, with bearer-token checks, answering as Grafana's HTTP API docs describe.
+"""A fake Grafana: the few HTTP API endpoints that `inferwatch dashboards push` calls, with
+bearer-token checks, answering as Grafana's HTTP API docs describe.
 
 A real Grafana cannot be installed here (not in Debian), so this is the conventions' one
 allowed fake. It records what arrived for the test to assert on.
@@ -8,6 +8,7 @@ allowed fake. It records what arrived for the test to assert on.
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -16,6 +17,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 TOKEN = "glsa_fake-service-account-token"
+BASIC_USER = ("admin", "s3cret:pw")  # also signs in, as HTTP basic auth
 
 
 @dataclass
@@ -24,6 +26,7 @@ class GrafanaState:
     saved: list[dict[str, Any]] = field(default_factory=list)  # POST /api/dashboards/db bodies
     requests: list[str] = field(default_factory=list)          # "METHOD /path", in order
     delay_seconds: float = 0.0                                 # stall every answer
+    save_error: tuple[int, str] | None = None                  # status, message of saves
 
 
 def _slug(title: str) -> str:
@@ -44,7 +47,8 @@ def fake_grafana(state: GrafanaState) -> FastAPI:
         return JSONResponse({"message": exc.detail}, status_code=exc.status_code)
 
     def signed_in(authorization: Annotated[str | None, Header()] = None) -> None:
-        if authorization != f"Bearer {TOKEN}":
+        basic = base64.b64encode(":".join(BASIC_USER).encode()).decode()
+        if authorization not in (f"Bearer {TOKEN}", f"Basic {basic}"):
             raise HTTPException(401, "invalid API key")
 
     auth = [Depends(signed_in)]
@@ -71,6 +75,8 @@ def fake_grafana(state: GrafanaState) -> FastAPI:
     @app.post("/api/dashboards/db", dependencies=auth)
     def save_dashboard(body: dict[str, Any]) -> dict[str, Any]:
         dashboard = body["dashboard"]
+        if state.save_error is not None:
+            raise HTTPException(*state.save_error)
         if body.get("folderUid") not in state.folders:
             raise HTTPException(400, "folder not found")
         exists = any(s["dashboard"]["uid"] == dashboard["uid"] for s in state.saved)

@@ -1,5 +1,5 @@
-"""`inferwatch dashboards push` through grafana-client against a fake Grafana on a real uvicorn
-server: folder created once, every dashboard saved with overwrite, URLs printed; a refused
+"""`inferwatch dashboards push` (httpx on Grafana's HTTP API) against a fake Grafana on a real
+uvicorn server: folder created once, every dashboard saved with overwrite, URLs printed; a refused
 token, an unreachable URL, a slow server and a bad file each give one message and exit 2."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -15,7 +16,7 @@ from tests.asgi_thread import serving
 from tests.processes import free_port
 
 from .dashboard_queries import DASHBOARDS_DIR, load_dashboards
-from .fake_grafana import TOKEN, GrafanaState, fake_grafana
+from .fake_grafana import BASIC_USER, TOKEN, GrafanaState, fake_grafana
 from .live_stack import static_pages
 from .test_generate import run_cli
 
@@ -62,6 +63,41 @@ def test_a_named_folder_gets_a_uid_from_its_name(grafana: tuple[str, GrafanaStat
     assert push(url, "--folder", "LLM Serving / Prod") == 0
     assert state.folders["llm-serving-prod"]["title"] == "LLM Serving / Prod"
     assert {s["folderUid"] for s in state.saved} == {"llm-serving-prod"}
+
+
+def test_a_user_and_password_in_the_url_sign_in_and_are_not_printed(
+        grafana: tuple[str, GrafanaState], capsys: pytest.CaptureFixture[str]) -> None:
+    url, state = grafana
+    user, password = BASIC_USER
+    with_user = url.replace("http://", f"http://{user}:{quote(password, safe='')}@")
+    assert run_cli(["push", "--url", with_user, "--token", "", "--dir",
+                    str(DASHBOARDS_DIR)]) == 0
+    assert len(state.saved) == 2
+    out = capsys.readouterr().out
+    assert f"{url}/d/inferwatch-slo/inferwatch-slos" in out and password not in out
+
+    state.save_error = (500, "database is locked")
+    assert run_cli(["push", "--url", with_user, "--token", "", "--dir",
+                    str(DASHBOARDS_DIR)]) == 2
+    err = capsys.readouterr().err
+    assert f"Grafana at {url} failed" in err and quote(password, safe='') not in err
+
+
+@pytest.mark.parametrize(("status", "message", "expected"), [
+    (412, "a dashboard with the same name exists", "refused saving {file}: Client Error 412: "
+     "a dashboard with the same name exists"),
+    (500, "database is locked", "failed while saving {file}: Server Error 500: "
+     "database is locked"),
+], ids=["a refusal", "a server failure"])
+def test_a_failed_save_names_grafana_the_file_and_its_message(
+        grafana: tuple[str, GrafanaState], capsys: pytest.CaptureFixture[str], status: int,
+        message: str, expected: str) -> None:
+    url, state = grafana
+    state.save_error = (status, message)
+    assert push(url) == 2
+    first = sorted(DASHBOARDS_DIR.glob("*.json"))[0]
+    assert capsys.readouterr().err.splitlines() == [
+        f"inferwatch dashboards push: Grafana at {url} " + expected.format(file=first)]
 
 
 def test_a_refused_token_is_one_message_and_exit_2(
