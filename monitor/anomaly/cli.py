@@ -23,6 +23,7 @@ from typing import TextIO
 from monitor.anomaly.detectors import Direction
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.series import score_series
+from monitor.progress import add_progress_argument, bar_for
 from monitor.timeparse import parse_timestamp
 
 
@@ -40,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        default=Direction.BOTH.value, help="which deviations are anomalies")
     score.add_argument("--step", type=float, default=None,
                        help="seconds between points (default: the median spacing)")
+    add_progress_argument(score)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         points = _read(args.input)
         step = args.step or _median_step(points)
         params = AnomalyParams(step_seconds=step)
-        with _open_out(args.output) as out:
+        with _open_out(args.output) as out, bar_for(args, len(points), "scoring",
+                                                     unit="row") as bar:
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(["timestamp", "value", "anomaly_score", "alert"])
             alerts = 0
@@ -55,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 alerts += p.started
                 writer.writerow([_number(p.timestamp), _number(p.value), f"{p.score:.6f}",
                                  int(p.started)])
+                bar.advance()
     except (SeriesFileError, OSError, ValueError) as exc:
         print(f"inferwatch anomaly score: {exc}", file=sys.stderr)
         return 2
