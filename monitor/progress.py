@@ -13,11 +13,14 @@ import io
 import os
 import sys
 from types import TracebackType
-from typing import TextIO
+from typing import Final, TextIO
 
 from tqdm import tqdm
 
 __all__ = ["ProgressBar", "add_progress_argument", "bar_for", "progress_enabled"]
+
+# A bar over seconds of load: "12/60 s", not tqdm's "12.0/60 [00:12<00:48, 1.00s/s]".
+SECONDS_FORMAT: Final = "{l_bar}{bar}| {n:.0f}/{total:.0f} s{postfix}"
 
 
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +59,8 @@ class ProgressBar:
             stream = stream if stream is not None else sys.stderr
             columns, lines = _screen(stream)
             self._bar = tqdm(total=total, desc=description, unit=unit, leave=True,
-                             file=stream, ncols=columns, nrows=lines, mininterval=0.1)
+                             file=stream, ncols=columns, nrows=lines, mininterval=0.1,
+                             bar_format=SECONDS_FORMAT if unit == "s" and total else None)
 
     @property
     def enabled(self) -> bool:

@@ -22,7 +22,6 @@ from monitor.config import ConfigError
 from monitor.canary.judge import Judgement, Outcome
 from monitor.canary.run import judge_runs, judge_stored, run_both
 from monitor.loadgen.cli import (
-    LiveLine,
     add_client_arguments,
     add_record_arguments,
     add_workload_arguments,
@@ -35,6 +34,7 @@ from monitor.loadgen.cli import (
 from monitor.loadgen.metrics import write_records
 from monitor.loadgen.runner import Limits, Progress, ProgressCallback, check_endpoint
 from monitor.loadgen.workload import WorkloadError
+from monitor.progress import add_progress_argument, bar_for
 from monitor.timeparse import parse_timestamp
 
 
@@ -53,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(live)
     _judge_arguments(live)
     add_record_arguments(live)
+    add_progress_argument(live)
     live.set_defaults(canary_run=_live)
 
     stored = sub.add_parser("stored", help="compare two targets' stored data over a range")
@@ -106,24 +107,23 @@ def _live(args: argparse.Namespace) -> int:
     limits = Limits(duration_seconds=args.duration, warmup_seconds=args.warmup,
                     warmup_requests=args.warmup_requests,
                     max_concurrency=args.max_concurrency)
-    live = LiveLine(args.quiet)
+    bar = bar_for(args, args.duration + args.warmup, "canary", unit="s")
     state: dict[str, Progress] = {}
 
     def track(side: str) -> ProgressCallback:
         def update(p: Progress, elapsed: float) -> None:
             state[side] = p
             b, c = state.get("baseline", Progress()), state.get("canary", Progress())
-            live.update(f"{elapsed:6.1f}/{args.duration + args.warmup:.0f} s  baseline: "
-                        f"{b.done} of {b.sent} answered, {b.failed} failed  |  canary: "
-                        f"{c.done} of {c.sent} answered, {c.failed} failed")
+            bar.update_to(elapsed, f"answered: baseline {b.done}/{b.sent} ({b.failed} failed)"
+                          f", canary {c.done}/{c.sent} ({c.failed} failed)")
         return update
 
     for endpoint in (baseline, canary):
         asyncio.run(check_endpoint(endpoint))
     with recorded(args, "canary", describe(args)) as holder:
-        base, can = asyncio.run(run_both(baseline, canary, workload, args.rate, limits,
-                                         (track("baseline"), track("canary"))))
-        live.line("")
+        with bar:
+            base, can = asyncio.run(run_both(baseline, canary, workload, args.rate, limits,
+                                             (track("baseline"), track("canary"))))
         comparison = judge_runs(base, can, config, args.interval)
         holder["result"] = comparison.to_json()
         if args.output_dir:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import math
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from monitor.loadgen.metrics import (
 from monitor.loadgen.runner import Endpoint, Limits, Progress, check_endpoint, run_load
 from monitor.loadgen.sweep import SweepOptions, SweepPoint, SweepResult, sweep
 from monitor.loadgen.workload import Arrival, LengthDist, WorkloadError, WorkloadSpec, load_prompts
+from monitor.progress import ProgressBar, add_progress_argument, bar_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +72,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo-tpot-ms", type=float)
     p.add_argument("--slo-e2e-ms", type=float)
     add_record_arguments(p)
+    add_progress_argument(p)
     cap = p.add_argument_group("capacity planning")
     cap.add_argument("--peak-qps", type=float, help="plan replicas for this peak")
     cap.add_argument("--peak-input-len", type=float, help="mean prompt tokens at peak")
@@ -114,7 +115,7 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help="database URL to record the run in (or --config)")
     p.add_argument("--config", help="inferwatch.yaml: record the run in its store")
     p.add_argument("--name", default="", help="a name for the run in the store")
-    p.add_argument("--quiet", action="store_true", help="no live progress")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no step lines")
 
 
 def _rate(text: str) -> float:
@@ -176,30 +177,9 @@ def describe(args: argparse.Namespace) -> dict[str, Any]:
             if k not in ("api_key", "bench_run", "run") and not callable(v)}
 
 
-class LiveLine:
-    """One progress line on stderr: rewritten in place on a terminal, every 5 s otherwise."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-
-    def update(self, text: str) -> None:
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if self.tty:
-            print("\r\033[K" + text, end="", file=sys.stderr, flush=True)
-        elif now - self.last >= 5.0:
-            print(text, file=sys.stderr, flush=True)
-            self.last = now
-
-    def line(self, text: str) -> None:
-        if self.quiet:
-            return
-        if self.tty:
-            print("\r\033[K", end="", file=sys.stderr)
-        print(text, file=sys.stderr, flush=True)
+def counts(p: Progress) -> str:
+    """A run's requests as shown after its bar."""
+    return f"sent {p.sent} done {p.done} in flight {p.in_flight} failed {p.failed}"
 
 
 def store_url(args: argparse.Namespace) -> str | None:
@@ -269,17 +249,19 @@ def _run(args: argparse.Namespace) -> int:
     limits = Limits(duration_seconds=args.duration, num_requests=args.num_requests,
                     warmup_seconds=args.warmup, warmup_requests=args.warmup_requests,
                     max_concurrency=args.max_concurrency)
-    live = LiveLine(args.quiet)
+    by_time = args.duration is not None
+    bar = bar_for(args, args.duration + args.warmup if by_time
+                  else args.num_requests + args.warmup_requests, "load",
+                  unit="s" if by_time else "req")
 
     def show(p: Progress, elapsed: float) -> None:
-        live.update(f"{elapsed:6.1f} s  sent {p.sent}  done {p.done}  in flight "
-                    f"{p.in_flight}  failed {p.failed}")
+        bar.update_to(elapsed if by_time else p.done, counts(p))
 
     asyncio.run(check_endpoint(endpoint))
     with recorded(args, "run", describe(args)) as holder:
-        result = asyncio.run(run_load(endpoint, workload.stream(args.rate), limits,
-                                      rate=args.rate, on_progress=show))
-        live.line("")
+        with bar:
+            result = asyncio.run(run_load(endpoint, workload.stream(args.rate), limits,
+                                          rate=args.rate, on_progress=show))
         summary = summarize(result, percentiles, slo)
         print(summary.format())
         capacity = capacity_of(args, summary.request_throughput if slo is None
@@ -309,19 +291,12 @@ def _sweep(args: argparse.Namespace) -> int:
         warmup_seconds=args.warmup, refine_steps=args.refine,
         max_concurrency=args.max_concurrency, percentiles=percentiles_of(args),
         knee_metric=args.knee_metric)
-    live = LiveLine(args.quiet)
-    total = options.step_seconds + options.warmup_seconds
-
-    def show(rate: float, elapsed: float, p: Progress) -> None:
-        done = min(1.0, elapsed / total)
-        bar = "#" * int(done * 20) + "." * (20 - int(done * 20))
-        live.update(f"rate {rate:.3g} req/s [{bar}] {elapsed:5.1f}/{total:.0f} s  "
-                    f"sent {p.sent} done {p.done} in flight {p.in_flight} failed {p.failed}")
-
+    steps = SweepBars(args, options.step_seconds + options.warmup_seconds)
     asyncio.run(check_endpoint(endpoint))
     with recorded(args, "sweep", describe(args)) as holder:
-        result = asyncio.run(sweep(endpoint, workload, options, progress=live.line,
-                                   step_progress=None if args.quiet else show))
+        with steps:
+            result = asyncio.run(sweep(endpoint, workload, options, progress=steps.line,
+                                       step_progress=steps.show))
         print(result.format())
         document: dict[str, Any] = result.to_json()
         best = _point_near(result, result.max_rate_under_slo)
@@ -340,6 +315,37 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"wrote {plot_path}")
         holder["result"] = document
     return 0
+
+
+class SweepBars:
+    """One bar per step of a sweep (seconds of its load, its requests after the bar), and a
+    line per finished step (on stderr, unless --quiet)."""
+
+    def __init__(self, args: argparse.Namespace, step_seconds: float) -> None:
+        self.args, self.step_seconds = args, step_seconds
+        self.num_steps = 0
+        self.rate: float | None = None
+        self.bar = ProgressBar(None, "", enabled=False)
+
+    def show(self, rate: float, elapsed: float, p: Progress) -> None:
+        if rate != self.rate:
+            self.bar.close()
+            self.rate, self.num_steps = rate, self.num_steps + 1
+            self.bar = bar_for(self.args, self.step_seconds,
+                               f"step {self.num_steps} at {rate:.3g} req/s", unit="s")
+        self.bar.update_to(elapsed, counts(p))
+
+    def line(self, text: str) -> None:
+        self.bar.close()
+        self.rate = None
+        if not self.args.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def __enter__(self) -> SweepBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
 
 
 def _point_near(result: SweepResult, rate: float | None) -> SweepPoint | None:

@@ -121,3 +121,21 @@ def test_anomaly_score_shows_a_bar_under_a_terminal_and_writes_the_same_scores(
     assert "scoring" not in piped.stderr.decode() and "\r" not in piped.stderr.decode()
     assert on_terminal.stdout == piped.stdout
     assert (tmp_path / "tty.csv").read_bytes() == (tmp_path / "pipe.csv").read_bytes()
+
+
+def test_a_sweep_shows_a_bar_per_step_and_a_line_when_each_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.loadgen.cli import SweepBars
+    from monitor.loadgen.runner import Progress
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with SweepBars(argparse.Namespace(quiet=False, no_progress=False), 10.0) as steps:
+        for rate in (1.0, 2.0):
+            steps.show(rate, 4.0, Progress(sent=3, done=2))
+            steps.show(rate, 10.0, Progress(sent=5, done=5))
+            steps.line(f"rate {rate:g} req/s: done")
+    text = terminal.getvalue()
+    assert "step 1 at 1 req/s" in text and "step 2 at 2 req/s" in text
+    assert "10/10 s, sent 5 done 5 in flight 0 failed 0" in text
+    assert text.count("100%") == 2 and "rate 2 req/s: done\n" in text
