@@ -1,4 +1,5 @@
-"""`inferwatch export WHAT ...`: one of the API's lists or series as a CSV or Parquet file.
+"""`inferwatch export WHAT ...`: one of the API's lists or series as a CSV or Parquet file,
+through ``monitor.client`` (imported when it runs: `--help` works without pandas).
 
     inferwatch export slo-history chat-ttft --start 2026-11-20T00:00:00Z --step 3600 \
         --url http://127.0.0.1:8080 --out ttft.csv
@@ -12,12 +13,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Final
 
-from monitor.client.errors import ClientError
-
 if TYPE_CHECKING:  # pandas is imported by run(): `inferwatch export --help` works without it
     import pandas as pd
 
-    from monitor.client.client import Client
+    from monitor.client import Client
 
 URL_ENV: Final = "INFERWATCH_URL"
 PARQUET_ENGINES: Final = ("pyarrow", "fastparquet")
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         print("inferwatch export: Parquet needs a file: give --out FILE", file=sys.stderr)
         return 2
     try:
-        from monitor.client.client import Client
+        from monitor.client import Client, ClientError
     except ImportError as exc:
         print(f"inferwatch export: {exc.name or exc} not installed: pip install pandas",
               file=sys.stderr)
