@@ -54,6 +54,8 @@ COMMANDS: Final[tuple[Command, ...]] = (
             "load runs and rate sweeps against an OpenAI endpoint"),
     Command("canary", "monitor.canary.cli",
             "judge a canary against its baseline (Mann-Whitney)"),
+    Command("export", "monitor.export_cli",
+            "the API's SLOs, SLO history, targets, series, alerts or runs as CSV or Parquet"),
 )
 
 
