@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request, Response
 from monitor.api.errors import install_error_handlers
 from monitor.api.routers import alerts, health, runs, slos, status, targets
 from monitor.api.state import ServiceState
+from monitor.ui import make_router as ui_router
 
 DESCRIPTION = """\
 Observability and SLO monitoring for LLM inference. Reads are open; anything that changes
@@ -25,6 +26,7 @@ def create_app(state: ServiceState) -> FastAPI:
     install_error_handlers(app)
     for module in (health, slos, targets, alerts, runs, status):
         app.include_router(module.router)
+    app.include_router(ui_router())
 
     @app.middleware("http")
     async def _measure(request: Request,

@@ -1,0 +1,86 @@
+"""The UI's routes: HTML pages at /, /ui/slos, /ui/slos/{name}, /ui/alerts and the stylesheet
+and script they load from the package (nothing from a CDN)."""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from typing import Any, Final
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from monitor.api.deps import StateDep
+from monitor.api.routers.slos import SETTLE_SECONDS
+from monitor.api.state import ServiceState
+from monitor.slo.report import build_report
+from monitor.slo.source import StoreSliSource
+from monitor.ui import fmt, svg, views
+
+STATIC: Final[dict[str, str]] = {"ui.css": "text/css", "ui.js": "text/javascript"}
+
+
+def make_environment() -> Environment:
+    env = Environment(loader=PackageLoader("monitor.ui", "templates"),
+                      autoescape=select_autoescape(["html"]))
+    env.globals.update(percent=fmt.percent, rate=fmt.rate, number=fmt.number,
+                       millis=fmt.millis, when=fmt.when)
+    return env
+
+
+def _plots(state: ServiceState, name: str) -> dict[str, str]:
+    """The burn-down and the SLI over the SLO's period, from its report."""
+    slo = state.slo(name)
+    assert slo is not None  # the detail exists only for a known SLO
+    now = time.time()
+    try:
+        report = build_report(slo, StoreSliSource(state.store),
+                              now - slo.window.nominal_seconds, now, None,
+                              now=now - SETTLE_SECONDS)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    series = report.series
+    return {"burn_down": svg.line_plot(list(zip(series.end, series.budget_remaining)),
+                                       "budget remaining"),
+            "sli": svg.line_plot(list(zip(series.end, series.sli)), "SLI")}
+
+
+def make_router() -> APIRouter:
+    env = make_environment()
+    router = APIRouter(include_in_schema=False)
+
+    def page(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(env.get_template(template).render(**context),
+                            status_code=status_code)
+
+    @router.get("/", response_class=HTMLResponse)
+    def overview(state: StateDep) -> HTMLResponse:
+        return page("overview.html", title="Overview", view=views.overview(state))
+
+    @router.get("/ui/slos", response_class=HTMLResponse)
+    def slo_list(state: StateDep) -> HTMLResponse:
+        return page("slos.html", title="SLOs", slos=views.slos(state),
+                    labels={s.name: dict(s.labels) for s in state.slos})
+
+    @router.get("/ui/slos/{name}", response_class=HTMLResponse)
+    def slo_page(state: StateDep, name: str) -> HTMLResponse:
+        detail = views.slo_detail(state, name)
+        if detail is None:
+            return page("not_found.html", 404, title="Not found", what=f"SLO {name!r}")
+        urls = state.config().alerting.alertmanager_urls
+        return page("slo.html", title=f"SLO {name}", detail=detail,
+                    plots=_plots(state, name), alertmanager=urls[0] if urls else None)
+
+    @router.get("/ui/alerts", response_class=HTMLResponse)
+    def alert_list(state: StateDep) -> HTMLResponse:
+        return page("alerts.html", title="Alerts", alerts=views.alerts(state))
+
+    @router.get("/ui/static/{name}")
+    def static(name: str) -> Response:
+        if name not in STATIC:
+            return page("not_found.html", 404, title="Not found", what=f"file {name!r}")
+        body = resources.files("monitor.ui").joinpath("static", name).read_bytes()
+        return Response(body, media_type=STATIC[name])
+
+    return router

@@ -1,0 +1,108 @@
+"""What each page shows, read from the service's objects through the API's own conversions
+(monitor/api/convert.py), so a page's numbers are the JSON API's."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+from monitor.anomaly.features import read_features
+from monitor.api.convert import alert_out, finite, slo_out, target_out
+from monitor.api.schemas import AlertOut, SloOut, TargetOut
+from monitor.api.state import ServiceState
+from monitor.slo.evaluator import SloStatus
+
+# The overview's derived figures: the latest finite value over the last few minutes.
+FIGURES: Final = ("tokens_per_second", "ttft_p99_seconds", "itl_p99_seconds",
+                  "kv_cache_usage_ratio", "batch_utilization")
+FIGURE_STEP_SECONDS: Final = 60.0
+FIGURE_RANGE_SECONDS: Final = 600.0
+
+
+@dataclass
+class TargetRow:
+    target: TargetOut
+    figures: dict[str, float | None]
+
+
+@dataclass
+class Overview:
+    targets: list[TargetRow]
+    firing: list[AlertOut]
+    figures_start: float
+    figures_end: float
+
+
+@dataclass
+class ConditionRow:
+    """One alert condition of an SLO: its windows, factor and current burn rates."""
+
+    alertname: str
+    severity: str
+    window: str
+    factor: str
+    burn_rate_long: str
+    burn_rate_short: str
+    active: bool
+
+
+@dataclass
+class SloDetail:
+    slo: SloOut
+    conditions: list[ConditionRow] = field(default_factory=list)
+    alerts: list[AlertOut] = field(default_factory=list)
+
+
+def _statuses(state: ServiceState) -> dict[str, SloStatus]:
+    return {s.name: s for s in (state.alerting.statuses if state.alerting else [])}
+
+
+def alerts(state: ServiceState) -> list[AlertOut]:
+    book = state.alerting.book.alerts() if state.alerting is not None else []
+    return [alert_out(a) for a in book]
+
+
+def slos(state: ServiceState) -> list[SloOut]:
+    statuses = _statuses(state)
+    book = state.alerting.book.alerts() if state.alerting is not None else []
+    return [slo_out(slo, statuses.get(slo.name), book) for slo in state.slos]
+
+
+def latest_figures(state: ServiceState, name: str, start: float, end: float
+                   ) -> dict[str, float | None]:
+    """The last finite value of each figure over (start, end], as the series route gives."""
+    found: dict[str, float | None] = dict.fromkeys(FIGURES)
+    for _, row in read_features(state.store, name, start, end, FIGURE_STEP_SECONDS):
+        for figure in FIGURES:
+            value = row[figure]
+            if math.isfinite(value):
+                found[figure] = finite(value)
+    return found
+
+
+def overview(state: ServiceState, now: float | None = None) -> Overview:
+    end = math.floor((time.time() if now is None else now) / FIGURE_STEP_SECONDS) \
+        * FIGURE_STEP_SECONDS
+    start = end - FIGURE_RANGE_SECONDS
+    rows = [TargetRow(target_out(t, state.scrapes.status(t.name), state.headroom(t.name)),
+                      latest_figures(state, t.name, start, end))
+            for t in state.config().targets]
+    firing = [a for a in alerts(state) if a.state == "firing"]
+    return Overview(rows, firing, start, end)
+
+
+def slo_detail(state: ServiceState, name: str) -> SloDetail | None:
+    out = next((o for o in slos(state) if o.name == name), None)
+    if out is None:
+        return None
+    status = _statuses(state).get(name)
+    conditions = [] if status is None else [
+        ConditionRow(c.labels.get("alertname", ""), c.labels.get("severity", ""),
+                     c.labels.get("window", ""), c.annotations["factor"],
+                     c.annotations.get("burn_rate", ""),
+                     c.annotations.get("burn_rate_short", ""), c.active)
+        for c in status.conditions if "factor" in c.annotations]
+    mine = [a for a in alerts(state) if a.labels.get("slo") == name]
+    return SloDetail(out, conditions, mine)
