@@ -48,6 +48,14 @@ def dump_dom(url: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> str:
                 timeout).stdout
 
 
+def console_messages(url: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> list[str]:
+    """What the page wrote to its console (logs, errors, uncaught exceptions, failed loads)
+    while it loaded and its scripts ran: Chromium logs each as a ``CONSOLE`` line on stderr."""
+    result = _run(["--enable-logging=stderr", "--v=0",
+                   f"--virtual-time-budget={VIRTUAL_TIME_BUDGET_MS}", "--dump-dom", url], timeout)
+    return [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+
+
 def screenshot(url: str, path: Path, *, width: int = 1280, height: int = 2000,
                timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Path:
     """A PNG of the top ``width`` x ``height`` pixels of ``url``, written to ``path``."""
