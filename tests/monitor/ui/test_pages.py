@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -128,13 +129,16 @@ def test_the_report_link_of_the_slo_page_answers(ui: Api) -> None:
 
 def test_the_overview_shows_each_targets_state_and_the_series_apis_figures(ui: Api) -> None:
     page = get(ui, "/").text
-    start, end = re.search(r'data-start="([\d.]+)" data-end="([\d.]+)"', page).groups()  # type: ignore[union-attr]
+    window = re.search(r'data-start="([\d.]+)" data-end="([\d.]+)"', page)
+    assert window, "the overview says which range its figures cover"
+    start, end = window.groups()
     for target in get(ui, "/api/v1/targets").json()["items"]:
         html = row(page, "data-target", target["name"])
         assert f'<span class="state {target["state"]}">{target["state"]}</span>' in html
         assert fmt.when(target["last_scrape_at"]) in html
-        shown = {"tokens_per_second": fmt.number, "ttft_p99_seconds": fmt.millis,
-                 "kv_cache_usage_ratio": lambda v: fmt.percent(v, 1)}
+        shown: dict[str, Callable[[float | None], str]] = {
+            "tokens_per_second": fmt.number, "ttft_p99_seconds": fmt.millis,
+            "kv_cache_usage_ratio": lambda v: fmt.percent(v, 1)}
         for metric, format_ in shown.items():
             points = get(ui, f"/api/v1/targets/{target['name']}/series", metric=metric,
                          start=start, end=end, step=60).json()["points"]
