@@ -12,10 +12,7 @@ from fastapi.responses import HTMLResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from monitor.api.deps import StateDep
-from monitor.api.routers.slos import SETTLE_SECONDS
 from monitor.api.state import ServiceState
-from monitor.slo.report import build_report
-from monitor.slo.source import StoreSliSource
 from monitor.ui import fmt, svg, views
 
 STATIC: Final[dict[str, str]] = {"ui.css": "text/css", "ui.js": "text/javascript"}
@@ -31,19 +28,23 @@ def make_environment() -> Environment:
 
 def _plots(state: ServiceState, name: str) -> dict[str, str]:
     """The burn-down and the SLI over the SLO's period, from its report."""
-    slo = state.slo(name)
-    assert slo is not None  # the detail exists only for a known SLO
-    now = time.time()
-    try:
-        report = build_report(slo, StoreSliSource(state.store),
-                              now - slo.window.nominal_seconds, now, None,
-                              now=now - SETTLE_SECONDS)
-    except ValueError as exc:
-        return {"error": str(exc)}
-    series = report.series
+    series = views.period_series(state, name, time.time())
+    if isinstance(series, str):
+        return {"error": series}
     return {"burn_down": svg.line_plot(list(zip(series.end, series.budget_remaining)),
                                        "budget remaining"),
             "sli": svg.line_plot(list(zip(series.end, series.sli)), "SLI")}
+
+
+def _sparklines(state: ServiceState) -> dict[str, str]:
+    """Each SLO's budget over its period as a sparkline ("" without two points)."""
+    now = time.time()
+    lines: dict[str, str] = {}
+    for slo in state.slos:
+        series = views.period_series(state, slo.name, now)
+        lines[slo.name] = "" if isinstance(series, str) else svg.sparkline(
+            list(zip(series.end, series.budget_remaining)))
+    return lines
 
 
 def make_router() -> APIRouter:
@@ -61,7 +62,8 @@ def make_router() -> APIRouter:
     @router.get("/ui/slos", response_class=HTMLResponse)
     def slo_list(state: StateDep) -> HTMLResponse:
         return page("slos.html", title="SLOs", slos=views.slos(state),
-                    labels={s.name: dict(s.labels) for s in state.slos})
+                    labels={s.name: dict(s.labels) for s in state.slos},
+                    sparklines=_sparklines(state))
 
     @router.get("/ui/slos/{name}", response_class=HTMLResponse)
     def slo_page(state: StateDep, name: str) -> HTMLResponse:

@@ -11,8 +11,12 @@ from typing import Final
 from monitor.anomaly.features import read_features
 from monitor.api.convert import alert_out, finite, slo_out, target_out
 from monitor.api.schemas import AlertOut, SloOut, TargetOut
+from monitor.api.routers.slos import SETTLE_SECONDS
 from monitor.api.state import ServiceState
 from monitor.slo.evaluator import SloStatus
+from monitor.slo.report import build_report
+from monitor.slo.report_model import StepSeries
+from monitor.slo.source import StoreSliSource
 
 # The overview's derived figures: the latest finite value over the last few minutes.
 FIGURES: Final = ("tokens_per_second", "ttft_p99_seconds", "itl_p99_seconds",
@@ -106,3 +110,16 @@ def slo_detail(state: ServiceState, name: str) -> SloDetail | None:
         for c in status.conditions if "factor" in c.annotations]
     mine = [a for a in alerts(state) if a.labels.get("slo") == name]
     return SloDetail(out, conditions, mine)
+
+
+def period_series(state: ServiceState, name: str, now: float) -> StepSeries | str:
+    """The SLO's report over its period up to ``now`` (as the report route builds it, at its
+    default step): the per-step SLI and budget burn-down; or why there is none."""
+    slo = state.slo(name)
+    if slo is None:
+        return f"no SLO {name!r}"
+    try:
+        return build_report(slo, StoreSliSource(state.store), now - slo.window.nominal_seconds,
+                            now, None, now=now - SETTLE_SECONDS).series
+    except ValueError as exc:
+        return str(exc)

@@ -122,6 +122,12 @@ def test_the_burn_down_is_plotted_from_the_report(ui: Api) -> None:
     assert "no data in the range" in get(ui, "/ui/slos/ttft").text
 
 
+def test_the_slo_list_draws_a_budget_sparkline_where_the_period_has_two_steps(ui: Api) -> None:
+    page = get(ui, "/ui/slos").text
+    assert '<svg class="spark"' in row(page, "data-slo", "availability")
+    assert '<td class="budget-spark">—</td>' in row(page, "data-slo", "ttft")
+
+
 def test_the_report_link_of_the_slo_page_answers(ui: Api) -> None:
     response = get(ui, "/api/v1/slos/availability/report", format="html")
     assert response.status_code == 200 and "<html" in response.text.lower()
