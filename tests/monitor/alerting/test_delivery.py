@@ -114,8 +114,13 @@ def test_alerts_submitted_while_down_arrive_when_it_comes_up(tmp_path: Path) -> 
         delivery.submit([a, b, c, d1])
         submitted = datetime.now(UTC)
         delivery.submit([c.resolved()])  # c stopped firing
-        d2 = replace(d1, starts_at=datetime.now(UTC))
-        delivery.submit([d1.resolved()])  # d stopped and fired again: both must arrive
+        d1_end = d1.resolved()
+        delivery.submit([d1_end])  # d stopped and fired again: both must arrive
+        # The new episode starts after the old one ended (Alertmanager merges an alert into an
+        # episode whose end it overlaps: d2 made before d1's resolve overlapped it by a few
+        # microseconds, and the test failed when they fell in different milliseconds).
+        assert d1_end.ends_at is not None
+        d2 = replace(d1, starts_at=d1_end.ends_at + timedelta(seconds=1))
         delivery.submit([d2])
         await wait_until(lambda: delivery.failed_attempts_total >= 3)
         assert delivery.pending_count == 4 and delivery.delivered_total == 0
