@@ -14,6 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from monitor.api.deps import StateDep
 from monitor.api.state import ServiceState
 from monitor.ui import fmt, svg, views
+from monitor.ui import listing
 
 STATIC: Final[dict[str, str]] = {"ui.css": "text/css", "ui.js": "text/javascript"}
 
@@ -76,10 +77,9 @@ def make_router() -> APIRouter:
         return page("overview.html", title="Overview", view=views.overview(state))
 
     @router.get("/ui/slos", response_class=HTMLResponse)
-    def slo_list(state: StateDep) -> HTMLResponse:
-        return page("slos.html", title="SLOs", slos=views.slos(state),
-                    labels={s.name: dict(s.labels) for s in state.slos},
-                    sparklines=sparklines(state))
+    def slo_list(state: StateDep, query: listing.QueryDep) -> HTMLResponse:
+        return page("slos.html", title="SLOs", sparklines=sparklines(state),
+                    **listing.context(state, query))
 
     @router.get("/ui/slos/{name}", response_class=HTMLResponse)
     def slo_page(state: StateDep, name: str) -> HTMLResponse:

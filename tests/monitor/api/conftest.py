@@ -61,10 +61,11 @@ def fill(store: Store, now: float) -> None:
                 + [up("ref-1", t, requests=10, errors=0) for t in ends])
 
 
-def build_state(tmp_path: Path, token: str | None) -> ServiceState:
-    (tmp_path / "slos.yaml").write_text(SLOS)
+def build_state(tmp_path: Path, token: str | None, slos_yaml: str = SLOS,
+                config_yaml: str = CONFIG) -> ServiceState:
+    (tmp_path / "slos.yaml").write_text(slos_yaml)
     slos = load_slos(tmp_path / "slos.yaml")
-    config: MonitorConfig = parse_config(CONFIG, "inferwatch.yaml")
+    config: MonitorConfig = parse_config(config_yaml, "inferwatch.yaml")
     store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     store.migrate()
     for target in config.targets:
@@ -79,9 +80,11 @@ def build_state(tmp_path: Path, token: str | None) -> ServiceState:
 
 
 @contextmanager
-def served_api(tmp_path: Path) -> Iterator[Api]:
-    """The API over the filled store, evaluated once, on a port-0 uvicorn server."""
-    state = build_state(tmp_path, TOKEN)
+def served_api(tmp_path: Path, slos_yaml: str = SLOS, config_yaml: str = CONFIG
+               ) -> Iterator[Api]:
+    """The API over the filled store, evaluated once, on a port-0 uvicorn server (other SLOs
+    or another config for a test that needs them)."""
+    state = build_state(tmp_path, TOKEN, slos_yaml, config_yaml)
     now = time.time()
     fill(state.store, now)
     assert state.alerting is not None
