@@ -15,6 +15,7 @@ from monitor.api.deps import StateDep
 from monitor.api.state import ServiceState
 from monitor.ui import fmt, svg, views
 from monitor.ui import listing
+from monitor.ui import silences as silence_pages
 
 STATIC: Final[dict[str, str]] = {"ui.css": "text/css", "ui.js": "text/javascript"}
 
@@ -93,6 +94,8 @@ def make_router() -> APIRouter:
     @router.get("/ui/alerts", response_class=HTMLResponse)
     def alert_list(state: StateDep) -> HTMLResponse:
         return page("alerts.html", title="Alerts", alerts=views.alerts(state))
+
+    silence_pages.add_routes(router, page)
 
     @router.get("/ui/static/{name}")
     def static(name: str) -> Response:
