@@ -15,6 +15,7 @@ import math
 from datetime import UTC, datetime
 from html import escape
 from typing import Final
+from urllib.parse import quote
 
 from monitor.slo.durations import format_duration
 from monitor.slo.report_model import SloReport, WindowBurnSeries
@@ -69,8 +70,12 @@ _PLOT_CAPTIONS: Final = {
 }
 
 
-def render_html(report: SloReport) -> str:
-    """The report page; a report without events renders too (its plots say "no data")."""
+def render_html(report: SloReport, ui_url: str | None = None) -> str:
+    """The report page; a report without events renders too (its plots say "no data").
+
+    ``ui_url`` links the SLO's page in the monitor's web UI: "" for a link relative to the
+    server (the monitor serving the report), a base URL for a page written elsewhere, None
+    for no link. A link fetches nothing, so the CSP stays as it is."""
     plots = render_plots(report)
     figures = "\n".join(_figure(name, svg, _PLOT_CAPTIONS[name], _alt(name, report))
                         for name, svg in plots.items())
@@ -83,7 +88,8 @@ def render_html(report: SloReport) -> str:
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         f"<title>{title}</title>\n<style>{_STYLE}</style>\n<script>{_SCRIPT}</script>\n"
-        f"</head>\n<body>\n{_header(report)}\n{_windows_table(report)}\n{figures}\n"
+        f"</head>\n<body>\n{_header(report)}\n{_ui_link(report, ui_url)}"
+        f"{_windows_table(report)}\n{figures}\n"
         "</body>\n</html>\n")
 
 
@@ -111,6 +117,14 @@ def _header(report: SloReport) -> str:
                    if slo.description else "")
     return (f"<header>\n<h1>SLO report: {escape(slo.name)}</h1>\n{description}"
             f"<dl class=\"summary\">\n{items}\n</dl>\n</header>")
+
+
+def _ui_link(report: SloReport, ui_url: str | None) -> str:
+    if ui_url is None:
+        return ""
+    href = f"{ui_url.rstrip('/')}/ui/slos/{quote(report.slo.name, safe='')}"
+    return (f"<p class=\"ui-link\"><a id=\"ui-link\" href=\"{escape(href)}\">This SLO in the "
+            "monitor's web UI</a>: its state now, alerts and alert conditions</p>\n")
 
 
 def _outlook(report: SloReport) -> str:

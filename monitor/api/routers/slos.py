@@ -75,5 +75,5 @@ def report(state: StateDep, name: str,
     if format == "html":
         # Imported here: it brings matplotlib, which the rest of the service never needs.
         from monitor.slo.report_html import render_html
-        return HTMLResponse(render_html(built))
+        return HTMLResponse(render_html(built, ui_url=""))  # the UI is on this server
     return JSONResponse(built.to_dict())

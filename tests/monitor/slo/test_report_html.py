@@ -140,3 +140,16 @@ def test_chromium_screenshot_of_the_page_is_not_blank(served: str, tmp_path: Pat
     inked = (pixels.min(axis=2) < 0.8).mean()  # text, lines and fills against white
     assert 0.01 < inked < 0.6, inked
     assert pixels.std() > 0.05
+
+
+def test_a_ui_url_links_the_slos_ui_page_and_keeps_the_csp() -> None:
+    report = sample_report(make())
+    name = report.slo.name
+    linked = render_html(report, ui_url="https://monitor.example:8080/")
+    assert f'<a id="ui-link" href="https://monitor.example:8080/ui/slos/{name}">' in linked
+    relative = render_html(report, ui_url="")
+    assert f'<a id="ui-link" href="/ui/slos/{name}">' in relative
+    assert 'id="ui-link"' not in render_html(report)
+    policies = [re.findall(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)
+                for page in (linked, relative, render_html(report))]
+    assert policies[0] == policies[1] == policies[2] and len(policies[0]) == 1

@@ -38,3 +38,13 @@ def test_every_link_into_the_monitor_answers(ui: Api) -> None:
         assert "/ui/silences" in links and "/ui/static/ui.js" in links
         broken = {link: (client.get(link).status_code, on) for link, on in links.items()}
     assert {link: found for link, found in broken.items() if found[0] != 200} == {}
+
+
+def test_the_served_report_links_the_slos_ui_page(ui: Api) -> None:
+    report = httpx.get(ui.url + "/api/v1/slos/ttft/report", params={"format": "html"},
+                       timeout=60)
+    assert report.status_code == 200
+    link = re.search(r'<a id="ui-link" href="([^"]+)">', report.text)
+    assert link and link.group(1) == "/ui/slos/ttft"  # relative: the monitor that served it
+    page = httpx.get(ui.url + link.group(1), timeout=30)
+    assert page.status_code == 200 and "<title>SLO ttft · inferwatch</title>" in page.text
