@@ -117,7 +117,8 @@
 
   if (listed) {
     fromUrl();
-    if (state.sort && !header(state.sort)) { state.sort = ""; }  // a stale link's column
+    // A stale link's column, or one no header has (only names: it goes into a selector).
+    if (!/^[a-z_]+$/.test(state.sort) || !header(state.sort)) { state.sort = ""; }
     filter.value = state.q;
     form.elements.service.value = state.service;
     form.elements.label.value = state.labels.length ? state.labels[0] : "";

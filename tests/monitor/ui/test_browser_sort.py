@@ -74,6 +74,10 @@ def test_the_query_form_renders_and_stays_the_same_in_the_browser(many: Api) -> 
 
 
 @pytest.mark.integration
-def test_a_stale_column_leaves_the_configs_order(many: Api) -> None:
-    order, shown = rows(dump_dom(many.url + "/ui/slos#sort=gone&order=desc"))
-    assert order == shown == ["availability", "chat-ref0", "chat-ref1", "batch-none", "ttft"]
+@pytest.mark.parametrize("column", ["gone", 'x"]'])
+def test_a_stale_or_hostile_column_leaves_the_configs_order(many: Api, column: str) -> None:
+    dom = dump_dom(f"{many.url}/ui/slos#sort={column}&order=desc&service=chat")
+    order, shown = rows(dom)
+    assert order == ["availability", "chat-ref0", "chat-ref1", "batch-none", "ttft"]
+    assert shown == ["chat-ref0", "chat-ref1"] and 'data-ready="1"' in dom
+    assert permalink(dom) == "/ui/slos?service=chat"
