@@ -79,6 +79,7 @@ def timeline(lanes: Sequence[Lane], start: float, end: float, label: str,
             left = (min(max(begin, start), end) - start) / span * width
             right = (min(max(end if finish is None else finish, start), end) - start) \
                 / span * width
+            left = min(left, width - 2.0)  # one just begun still shows, inside the lane
             parts.append(f'<rect class="episode {escape(kind)}" x="{left:.1f}" y="{y + 2}" '
                          f'width="{max(right - left, 2.0):.1f}" height="{LANE_HEIGHT - 4}">'
                          f'<title>{escape(name)}: {_utc(begin)} to '
