@@ -18,6 +18,7 @@ from monitor.store.alert_events import EventFilter, read_events
 router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"])
 
 _BAD_REQUEST: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}}
+_NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL: refused (422), not a 500
 
 
 @router.get("", response_model=Page[AlertOut], summary="Alerts pending, firing or resolved")
@@ -47,9 +48,10 @@ def history_filter(slo: str | None, alertname: str | None, start: str | None,
 @router.get("/history", response_model=Page[AlertEventOut], responses=_BAD_REQUEST,
             summary="Alert history: each change of state, newest first")
 def alert_history(state: StateDep, limit: Limit = 100, offset: Offset = 0,
-                  slo: Annotated[str | None, Query(max_length=200,
+                  slo: Annotated[str | None, Query(max_length=200, pattern=_NO_NUL,
                                                    description="the alerts' slo label")] = None,
-                  alertname: Annotated[str | None, Query(max_length=200)] = None,
+                  alertname: Annotated[str | None, Query(max_length=200, pattern=_NO_NUL)]
+                  = None,
                   start: Annotated[str | None, Query(description="unix seconds or ISO 8601; "
                                                                  "events at or after it")]
                   = None,

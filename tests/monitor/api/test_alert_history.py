@@ -113,3 +113,8 @@ def test_the_history_route_is_its_own_next_to_the_alert_book(api: Api) -> None:
     assert set(body) == {"items", "total", "limit", "offset"} and "at" in body["items"][0]
     book = get(api, "/api/v1/alerts").json()
     assert book["total"] == 3 and {a["state"] for a in book["items"]} == {"firing"}
+
+
+def test_a_nul_in_a_filter_is_refused_not_sent_to_the_database(api: Api) -> None:
+    assert get(api, slo="a\x00b").status_code == 422
+    assert get(api, alertname="\x00").status_code == 422
