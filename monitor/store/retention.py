@@ -47,8 +47,8 @@ def apply_retention(engine: Engine, now: float, policy: RetentionPolicy) -> dict
     must not turn into data loss); they go on the first run after the rollup catches up.
 
     Alert history (``alert_events``) is kept as long as the hour rollups (``hour_seconds``,
-    400 days by default): an SLO's report over any range still stored can show the alerts
-    of that range. Events at or before ``now - hour_seconds`` are deleted here too.
+    400 days by default), the longest-kept data: every range whose SLI can still be read
+    has its alerts too. Events at or before ``now - hour_seconds`` are deleted here.
     """
     with write_transaction(engine) as conn:
         watermarks = load_watermarks(conn)
