@@ -46,6 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _ranged(series)
     alerts = what.add_parser("alerts", help="the alert book")
     alerts.add_argument("--state", choices=("pending", "firing", "resolved"), default=None)
+    alert_history = what.add_parser("alert-history",
+                                    help="every change of an alert's state, newest first")
+    alert_history.add_argument("--slo", default=None, help="only this SLO's alerts")
+    alert_history.add_argument("--alertname", default=None)
+    alert_history.add_argument("--start", default=None, help="unix seconds or ISO 8601")
+    alert_history.add_argument("--end", default=None, help="unix seconds or ISO 8601")
     runs = what.add_parser("runs", help="sweeps or canaries, one row per run")
     runs.add_argument("kind", choices=("sweep", "canary"))
     sweep = what.add_parser("sweep", help="a sweep's steps, one row per rate")
@@ -66,6 +72,8 @@ def read(client: Client, args: argparse.Namespace) -> pd.DataFrame:
             return client.series(args.target, args.metric, args.start, args.end, args.step)
         case "alerts":
             return client.alerts(args.state)
+        case "alert-history":
+            return client.alert_history(args.slo, args.alertname, args.start, args.end)
         case "runs":
             return client.runs(args.kind)
         case "sweep":

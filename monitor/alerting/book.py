@@ -15,6 +15,11 @@ monitor dies; resolved ones with endsAt = the resolve time, announced for
 ``resolved_retention_seconds`` and then forgotten. Every change is written to the store, so a
 restarted monitor resumes with the same startsAt: Alertmanager sees the same alert, not a new
 page. Alerts of an SLO that could not be evaluated (``frozen``) keep their state.
+
+Each change of state is also appended to the alert history (``alert_events``: pending,
+firing, resolved, and ``inactive`` for a pending alert that stopped holding), in the same
+transaction as the state itself: a restarted book continues from the stored state, so it
+neither repeats nor loses an event.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from sqlalchemy import delete, select
 
 from monitor.alerting.alertmanager import fingerprint  # Alertmanager's own alert identity
 from monitor.slo.evaluator import AlertCondition
+from monitor.store.alert_events import AlertEventRow, insert_events
 from monitor.store.db import Store
 from monitor.store.ids import dialect_insert
 from monitor.store.models import AlertRecord
@@ -86,6 +92,7 @@ class AlertBook:
         self.resolved_retention_seconds = resolved_retention_seconds
         self._alerts: dict[str, Alert] = {}
         self._changed: set[str] = set()  # fingerprints to send at once and to persist
+        self._events: list[AlertEventRow] = []  # history to append at the next save
         if store is not None:
             self._load(store)
 
@@ -124,14 +131,23 @@ class AlertBook:
             if old is not None and old.state is AlertState.PENDING:
                 del self._alerts[fp]  # pending that stopped holding: never announced
                 self._changed.add(fp)
+                self._record(now, old, "inactive", old.state)
             return None
         self._alerts[fp] = new
         if old is None or new.state is not old.state:
             self._changed.add(fp)
+            self._record(now, new, new.state.value, None if old is None else old.state)
             return new
         if new != old:
             self._changed.add(fp)  # annotations or value moved: persist, send on schedule
         return None
+
+    def _record(self, now: float, alert: Alert, state: str, previous: AlertState | None
+                ) -> None:
+        self._events.append(AlertEventRow(
+            now, alert.fingerprint, alert.name, state,
+            None if previous is None else previous.value, alert.fired_at, alert.value,
+            dict(alert.labels), dict(alert.annotations)))
 
     def due(self, now: float) -> list[Outgoing]:
         """Alerts to send now; marks them sent (the delivery queue retries until they are)."""
@@ -176,8 +192,10 @@ class AlertBook:
     def _save(self) -> None:
         if self.store is None or not self._changed:
             self._changed.clear()
+            self._events.clear()  # no store, no history
             return
         with self.store.engine.begin() as conn:
+            insert_events(conn, self._events)
             for fp in sorted(self._changed):
                 alert = self._alerts.get(fp)
                 if alert is None:
@@ -193,7 +211,9 @@ class AlertBook:
                 stmt = dialect_insert(conn, AlertRecord).values(fingerprint=fp, **values)
                 conn.execute(stmt.on_conflict_do_update(index_elements=["fingerprint"],
                                                         set_=values))
+        # Only once committed: a failed save keeps both for the next round's.
         self._changed.clear()
+        self._events.clear()
 
 
 def _transition(now: float, fp: str, old: Alert | None, c: AlertCondition) -> Alert | None:

@@ -8,6 +8,7 @@ from typing import Any
 from monitor.alerting.book import Alert
 from monitor.api.health import TargetStatus
 from monitor.api.schemas import (
+    AlertEventOut,
     AlertOut,
     BurnRateOut,
     HeadroomDimensionOut,
@@ -22,6 +23,7 @@ from monitor.headroom.monitor import TargetHeadroom
 from monitor.loadgen.dimensions import UNITS
 from monitor.slo.evaluator import SloStatus
 from monitor.slo.spec import Slo
+from monitor.store.alert_events import AlertEventRow
 from monitor.store.runs import RunRow
 
 
@@ -62,6 +64,15 @@ def alert_out(alert: Alert) -> AlertOut:
                     annotations=alert.annotations, state=alert.state.value,
                     active_at=alert.active_at, fired_at=alert.fired_at,
                     resolved_at=alert.resolved_at, value=finite(alert.value))
+
+
+def alert_event_out(event: AlertEventRow) -> AlertEventOut:
+    assert event.id is not None, "only stored events have an id"
+    return AlertEventOut(id=event.id, at=event.at, fingerprint=event.fingerprint,
+                         alertname=event.alertname, labels=event.labels,
+                         annotations=event.annotations, state=event.state,  # type: ignore[arg-type]
+                         previous_state=event.previous_state,  # type: ignore[arg-type]
+                         fired_at=event.fired_at, value=finite(event.value))
 
 
 def target_out(target: TargetConfig, status: TargetStatus,

@@ -87,6 +87,25 @@ class AlertOut(BaseModel):
     value: float | None
 
 
+class AlertEventOut(BaseModel):
+    """One change of an alert's state, from the alert history."""
+
+    id: int
+    at: float = Field(description="when the state changed (unix seconds)")
+    fingerprint: str
+    alertname: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: Literal["pending", "firing", "resolved", "inactive"] = Field(
+        description="the state entered; inactive: a pending alert that stopped holding "
+                    "before it fired (never sent)")
+    previous_state: Literal["pending", "firing", "resolved"] | None = Field(
+        description="null when the alert was new")
+    fired_at: float | None = Field(
+        description="the episode's startsAt, on its firing and resolved events")
+    value: float | None
+
+
 class HeadroomDimensionOut(BaseModel):
     dimension: str                    # requests_per_second, prompt_tokens_per_second, ...
     unit: str

@@ -118,6 +118,13 @@ class Client:
         """The alert book, or its alerts in ``state`` (pending, firing, resolved)."""
         return frames.alerts(list(self.pages("/api/v1/alerts", _params(state=state))))
 
+    def alert_history(self, slo: str | None = None, alertname: str | None = None,
+                      start: Time | None = None, end: Time | None = None) -> pd.DataFrame:
+        """Every change of an alert's state in [start, end) (default: all stored), newest
+        first, of the SLO's alerts (``slo``) or those named ``alertname`` when given."""
+        return frames.alert_history(list(self.pages("/api/v1/alerts/history", _params(
+            slo=slo, alertname=alertname, start=_time(start), end=_time(end)))))
+
     def runs(self, kind: str) -> pd.DataFrame:
         """The bench runs of ``kind`` (``sweep`` or ``canary``), newest first."""
         return frames.runs(list(self.pages(self._runs_route(kind))))

@@ -34,6 +34,10 @@ ALERT_COLUMNS: Final[dict[str, Kind]] = {
     "fingerprint": "text", "alertname": "text", "state": "text", "active_at": "time",
     "fired_at": "time", "resolved_at": "time", "value": "float", "slo": "text",
     "severity": "text", "summary": "text"}
+ALERT_EVENT_COLUMNS: Final[dict[str, Kind]] = {
+    "id": "int", "at": "time", "fingerprint": "text", "alertname": "text", "state": "text",
+    "previous_state": "text", "fired_at": "time", "value": "float", "slo": "text",
+    "severity": "text", "window": "text", "summary": "text", "dashboard_url": "text"}
 RUN_COLUMNS: Final[dict[str, Kind]] = {
     "id": "text", "kind": "text", "name": "text", "status": "text", "started_at": "time",
     "finished_at": "time", "error": "text",
@@ -134,6 +138,19 @@ def alerts(items: Sequence[Row]) -> pd.DataFrame:
              **{f"label_{k}": v for k, v in a["labels"].items() if k not in named}}
             for a in items]
     return frame(rows, {**ALERT_COLUMNS, **{f"label_{k}": "text" for k in labels}})
+
+
+def alert_history(items: Sequence[Row]) -> pd.DataFrame:
+    """One row per change of an alert's state, newest first (``ALERT_EVENT_COLUMNS``:
+    ``slo``, ``severity`` and ``window`` are labels, ``summary`` and ``dashboard_url``
+    annotations), then ``label_<name>`` for every other label."""
+    named = {"slo", "severity", "window", "alertname"}
+    labels = list(dict.fromkeys(k for e in items for k in e["labels"] if k not in named))
+    rows = [{**e, **{k: e["labels"].get(k) for k in ("slo", "severity", "window")},
+             **{k: e["annotations"].get(k) for k in ("summary", "dashboard_url")},
+             **{f"label_{k}": v for k, v in e["labels"].items() if k not in named}}
+            for e in items]
+    return frame(rows, {**ALERT_EVENT_COLUMNS, **{f"label_{k}": "text" for k in labels}})
 
 
 def runs(items: Sequence[Row]) -> pd.DataFrame:

@@ -218,3 +218,29 @@ class BenchRun(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     artifacts: Mapped[dict[str, str]] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class AlertEvent(Base):
+    """One change of an alert's state, kept as history (the ``alerts`` table holds only the
+    current state): ``state`` is the state entered, ``inactive`` for a pending alert that
+    stopped holding before it fired. ``fired_at`` is the episode's startsAt (on its firing and
+    resolved events), so an episode pairs up even when its firing event is out of a range.
+    ``slo`` is the alert's ``slo`` label, a column of its own for the history's filter."""
+
+    __tablename__ = "alert_events"
+    __table_args__ = (
+        CheckConstraint("state IN ('pending', 'firing', 'resolved', 'inactive')",
+                        name="state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Double, index=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    alertname: Mapped[str] = mapped_column(String(200), index=True)
+    slo: Mapped[str | None] = mapped_column(String(200), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    previous_state: Mapped[str | None] = mapped_column(String(16))
+    fired_at: Mapped[float | None] = mapped_column(Double)
+    value: Mapped[float | None] = mapped_column(Double)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON)
+    annotations: Mapped[dict[str, str]] = mapped_column(JSON)

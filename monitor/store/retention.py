@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, delete, select
 
+from monitor.store.alert_events import prune_events
 from monitor.store.models import RAW_RESOLUTION, Interval, Series, Target
 from monitor.store.reads import load_watermarks
 from monitor.store.writes import VALUE_TABLES, write_transaction
@@ -44,12 +45,19 @@ def apply_retention(engine: Engine, now: float, policy: RetentionPolicy) -> dict
 
     Rows not yet rolled up into the next level are kept whatever their age (a stalled rollup
     must not turn into data loss); they go on the first run after the rollup catches up.
+
+    Alert history (``alert_events``) is kept as long as the hour rollups (``hour_seconds``,
+    400 days by default), the longest-kept data: every range whose SLI can still be read
+    has its alerts too. Events at or before ``now - hour_seconds`` are deleted here.
     """
     with write_transaction(engine) as conn:
         watermarks = load_watermarks(conn)
-        return {resolution: _delete_before(conn, resolution,
-                                           _cutoff(now, policy, resolution, coarser, watermarks))
-                for resolution, coarser in _ROLLED_INTO.items()}
+        deleted = {resolution: _delete_before(conn, resolution,
+                                              _cutoff(now, policy, resolution, coarser,
+                                                      watermarks))
+                   for resolution, coarser in _ROLLED_INTO.items()}
+        prune_events(conn, now - policy.hour_seconds)
+        return deleted
 
 
 def _cutoff(now: float, policy: RetentionPolicy, resolution: int, coarser: int | None,

@@ -30,3 +30,20 @@ def when(unix_seconds: float | None) -> str:
         return DASH
     return dt.datetime.fromtimestamp(unix_seconds, dt.UTC).strftime(
         "%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float | None) -> str:
+    """A span: "45s", "12m 30s", "3h 05m", "2d 04h"."""
+    if seconds is None:
+        return DASH
+    whole = int(round(seconds))
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

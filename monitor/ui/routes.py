@@ -13,8 +13,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from monitor.api.deps import StateDep
 from monitor.api.state import ServiceState
-from monitor.ui import fmt, svg, views
-from monitor.ui import listing
+from monitor.ui import fmt, history, listing, svg, views
 from monitor.ui import silences as silence_pages
 
 STATIC: Final[dict[str, str]] = {"ui.css": "text/css", "ui.js": "text/javascript"}
@@ -93,7 +92,8 @@ def make_router() -> APIRouter:
 
     @router.get("/ui/alerts", response_class=HTMLResponse)
     def alert_list(state: StateDep) -> HTMLResponse:
-        return page("alerts.html", title="Alerts", alerts=views.alerts(state))
+        return page("alerts.html", title="Alerts", alerts=views.alerts(state),
+                    recent=history.recent(state))
 
     silence_pages.add_routes(router, page)
 

@@ -17,6 +17,7 @@ from monitor.slo.evaluator import SloStatus
 from monitor.slo.report import build_report
 from monitor.slo.report_model import StepSeries
 from monitor.slo.source import StoreSliSource
+from monitor.ui.history import SloHistory, slo_history
 
 # The overview's derived figures: the latest finite value over the last few minutes.
 FIGURES: Final = ("tokens_per_second", "ttft_p99_seconds", "itl_p99_seconds",
@@ -57,6 +58,7 @@ class SloDetail:
     slo: SloOut
     conditions: list[ConditionRow] = field(default_factory=list)
     alerts: list[AlertOut] = field(default_factory=list)
+    history: SloHistory | None = None  # the alert history over the SLO's period
 
 
 def _statuses(state: ServiceState) -> dict[str, SloStatus]:
@@ -109,7 +111,10 @@ def slo_detail(state: ServiceState, name: str) -> SloDetail | None:
                      c.annotations.get("burn_rate_short", ""), c.active)
         for c in status.conditions if "factor" in c.annotations]
     mine = [a for a in alerts(state) if a.labels.get("slo") == name]
-    return SloDetail(out, conditions, mine)
+    slo = state.slo(name)
+    history = None if slo is None else slo_history(state, name, slo.window.nominal_seconds,
+                                                   time.time())
+    return SloDetail(out, conditions, mine, history)
 
 
 def period_series(state: ServiceState, name: str, now: float) -> StepSeries | str:

@@ -1,6 +1,7 @@
 """An API over a real store (SQLite in a temp dir) with known data, served by uvicorn on a
 port-0 socket: two targets scraped every 15 s for the last 40 minutes, 10 requests per scrape,
-``ref-0`` failing 1 of them with a timeout, ``ref-1`` none."""
+``ref-0`` failing 1 of them with a timeout, ``ref-1`` none; and alert history before the one
+evaluation (``past_incident``)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
 from monitor.api.runs import RunManager
 from monitor.collect_cli import alerting_loop
 from monitor.config import MonitorConfig, parse_config
+from monitor.slo.evaluator import AlertCondition
 from monitor.slo.loaders import load_slos
+from monitor.slo.windows import BurnWindow, alert_labels, burn_alert, burn_windows
 from monitor.store import Store, open_store
 from monitor.store.db import TargetInfo
 from tests.asgi_thread import serving
 from tests.monitor.store.builders import SCRAPE_SECONDS, up
 
 TOKEN = "test-token-0123456789"
+DASHBOARD_URL = "/grafana/d/inferwatch-slo?var-slo=availability"  # relative: no outside URL
 SLOS = """
 slos:
   - name: availability
@@ -61,6 +65,33 @@ def fill(store: Store, now: float) -> None:
                 + [up("ref-1", t, requests=10, errors=0) for t in ends])
 
 
+def past_incident(state: ServiceState, now: float) -> None:
+    """Alert history before the evaluation at ``now``, through the loop's own book: the
+    availability SLO's first burn window fired 30 minutes ago and resolved 20 minutes ago (its
+    annotations with a dashboard link), its last window went pending 25 minutes ago and
+    stopped holding a minute later. The evaluation at ``now`` fires the first window again."""
+    slo = state.slo("availability")
+    if slo is None:  # a test's own SLOs: no past incident
+        return
+    assert state.alerting is not None
+    windows = burn_windows(slo)
+
+    def condition(window: BurnWindow, active: bool, for_seconds: float) -> AlertCondition:
+        author = burn_alert(slo, window)
+        labels = {**alert_labels(slo, window.severity.value, window.name, author.labels),
+                  "alertname": author.name}
+        return AlertCondition(labels, {"summary": "past incident",
+                                       "dashboard_url": DASHBOARD_URL},
+                              active, for_seconds, 60.0 if active else 0.5)
+
+    first, last = windows[0], windows[-1]
+    book = state.alerting.book
+    book.update(now - 1800, [condition(first, True, 0)])
+    book.update(now - 1500, [condition(first, True, 0), condition(last, True, 600)])
+    book.update(now - 1440, [condition(first, True, 0), condition(last, False, 600)])
+    book.update(now - 1200, [condition(first, False, 0)])
+
+
 def build_state(tmp_path: Path, token: str | None, slos_yaml: str = SLOS,
                 config_yaml: str = CONFIG) -> ServiceState:
     (tmp_path / "slos.yaml").write_text(slos_yaml)
@@ -88,6 +119,7 @@ def served_api(tmp_path: Path, slos_yaml: str = SLOS, config_yaml: str = CONFIG
     now = time.time()
     fill(state.store, now)
     assert state.alerting is not None
+    past_incident(state, now)
     state.alerting.evaluate(now)
     with serving(create_app(state)) as url:
         yield Api(url, state, now)

@@ -101,6 +101,26 @@ def test_targets_series_and_alerts(served: Served, client: Client) -> None:
     assert client.alerts(state="resolved").empty
 
 
+def test_alert_history_is_the_history_routes_events_newest_first(served: Served) -> None:
+    events = get(served, "/api/v1/alerts/history")["items"]
+    assert len(events) == 7
+    with Client(served.api.url, page_limit=2) as client:  # four pages
+        frame = client.alert_history()
+        assert len(client.alert_history(slo="availability", start=served.api.now - 1500,
+                                        end=served.api.now)) == 3
+        assert client.alert_history(alertname="nope").empty
+    assert list(frame["id"]) == [e["id"] for e in events]
+    assert str(frame["at"].dtype) == UTC_TIME and str(frame["id"].dtype) == "Int64"
+    for column in ("at", "fired_at", "value"):
+        assert same(frame[column], [e[column] for e in events]), column
+    for column in ("state", "previous_state", "alertname", "fingerprint"):
+        assert back(frame[column]) == [e[column] for e in events], column
+    assert back(frame["window"]) == [e["labels"]["window"] for e in events]
+    assert back(frame["dashboard_url"]) == [e["annotations"].get("dashboard_url")
+                                            for e in events]
+    assert back(frame["label_service"]) == ["inference"] * 7
+
+
 def test_a_sweeps_steps_and_a_canarys_verdicts(served: Served, client: Client) -> None:
     document = get(served, f"/api/v1/sweeps/{served.sweep_ids[0]}")["result"]
     steps = client.sweep(served.sweep_ids[0])

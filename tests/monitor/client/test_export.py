@@ -21,7 +21,8 @@ HAS_PARQUET = any(importlib.util.find_spec(n) for n in ("pyarrow", "fastparquet"
     (["slo-history", "ttft", "--step", "3600"], ["time"]),
     (["alerts"], ["active_at", "fired_at", "resolved_at"]),
     (["runs", "sweep"], ["started_at", "finished_at"]),
-], ids=["slos", "an SLO's history", "alerts", "sweeps"])
+    (["alert-history", "--slo", "availability"], ["at", "fired_at"]),
+], ids=["slos", "an SLO's history", "alerts", "sweeps", "alert history"])
 def test_csv_reads_back_as_the_frame(served: Served, tmp_path: Path, what: list[str],
                                      times: list[str]) -> None:
     out = tmp_path / "out.csv"
@@ -37,6 +38,9 @@ def test_csv_reads_back_as_the_frame(served: Served, tmp_path: Path, what: list[
                 expected = client.slo_history("ttft", end - 86400, end, 3600)
             case "alerts":
                 expected = client.alerts()
+            case "alert-history":
+                expected = client.alert_history(slo="availability")
+                assert len(expected) == 7
             case _:
                 expected = client.runs("sweep")
     back = pd.read_csv(out)

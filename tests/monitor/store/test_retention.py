@@ -4,6 +4,7 @@ import pytest
 from sqlalchemy import func, select
 
 from monitor.store import RetentionPolicy, Store
+from monitor.store.alert_events import AlertEventRow, EventFilter, insert_events, read_events
 from monitor.store.models import CounterValue, HistogramValue, Interval
 from tests.monitor.store.builders import T0, up
 
@@ -56,3 +57,17 @@ def test_raw_intervals_not_yet_rolled_up_are_kept_whatever_their_age(store: Stor
 def test_a_policy_that_would_lose_data_is_refused(policy: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="retention must be positive|at least as long"):
         RetentionPolicy(**policy)
+
+
+def test_alert_history_is_kept_as_long_as_the_hour_rollups(store: Store) -> None:
+    def event(at: float) -> AlertEventRow:
+        return AlertEventRow(at, "fp", "InferwatchSLOBurnRate", "firing", None, at, 1.0,
+                             {"slo": "chat"}, {})
+
+    with store.engine.begin() as conn:
+        insert_events(conn, [event(T0 + d * DAY) for d in range(5)])
+    now = T0 + 4 * DAY + 120
+    store.apply_retention(now, RetentionPolicy(raw_seconds=DAY, minute_seconds=DAY,
+                                               hour_seconds=2 * DAY))
+    rows, total = read_events(store.engine, EventFilter())
+    assert total == 2 and [e.at for e in rows] == [T0 + 4 * DAY, T0 + 3 * DAY]
