@@ -8,7 +8,7 @@ import re
 
 import httpx
 
-from tests.monitor.api.conftest import Api
+from tests.monitor.api.conftest import DASHBOARD_URL, Api
 
 PAGES = ["/", "/ui/slos", "/ui/alerts", "/ui/silences"]
 
@@ -20,7 +20,8 @@ def internal_links(api: Api, text: str) -> set[str]:
         link = html.unescape(value)
         if link.startswith(api.url):
             link = link[len(api.url):] or "/"
-        if link.startswith("/") and not link.startswith("//"):
+        # The alerts' dashboard annotation is the user's Grafana (relative in the fixture).
+        if link.startswith("/") and not link.startswith("//") and link != DASHBOARD_URL:
             found.add(link.split("#")[0])
     return found
 
