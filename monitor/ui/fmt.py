@@ -30,3 +30,8 @@ def when(unix_seconds: float | None) -> str:
         return DASH
     return dt.datetime.fromtimestamp(unix_seconds, dt.UTC).strftime(
         "%Y-%m-%d %H:%M:%S UTC")
+
+
+def sig(value: float | None, digits: int = 3) -> str:
+    """A figure without a fixed unit (a p-value, an effect ratio): ``digits`` significant."""
+    return DASH if value is None else f"{value:.{digits}g}"
