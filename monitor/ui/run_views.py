@@ -109,6 +109,8 @@ def effect_kind(result: Mapping[str, Any]) -> str | None:
         return None
     if effect is None:
         return "ratio"   # undefined: the baseline median is 0
+    if shift == 0:
+        return "ratio" if effect == 1.0 else "absolute"   # no change: 1x, or a shift of 0
     if base and math.isclose(effect, (base + shift) / base, rel_tol=1e-9, abs_tol=1e-12):
         return "ratio"
     return "absolute"
@@ -129,6 +131,11 @@ class MetricRow:
                 and self.result["ci_low"] == self.result["ci_high"] == 0.0:
             return "none: identical samples"
         return f"Mann-Whitney U; {self.kind or 'ratio'} effect"
+
+    @property
+    def test_short(self) -> str:
+        return {"no data": "—", "none: identical samples": "identical"}.get(
+            self.test, f"U test, {self.kind or 'ratio'}")
 
     def effect_text(self, value: float | None) -> str:
         if self.kind == "absolute":
@@ -181,16 +188,18 @@ def canary_view(run: RunOut) -> CanaryView:
     view.metrics = [MetricRow(r, unit_of(r["name"]), effect_kind(r))
                     for r in judgement["results"]]
     view.reasons = [f"critical failure: {name}" for name in judgement["critical_failures"]] \
-        + [r["reason"] for r in judgement["results"] if r["verdict"] != "pass"]
+        + [f"{r['name']}: {r['reason']}" for r in judgement["results"] if r["verdict"] != "pass"]
     for row in view.metrics:
         r, u = row.result, row.unit
+        if r["verdict"] == "nodata":
+            continue
         view.metric_plots[r["name"]] = svg.bars(
             [("median", [_scaled(r["median_baseline"], u.scale),
                          _scaled(r["median_canary"], u.scale)]),
              ("mean", [_scaled(r["mean_baseline"], u.scale),
                        _scaled(r["mean_canary"], u.scale)])],
             ["baseline", "canary"], f"{r['name']}: baseline and canary",
-            f"{r['name']} ({u.label})" if u.label else r["name"])
+            u.label or "value")
     base, can = result.get("baseline"), result.get("canary")
     if isinstance(base, Mapping) and isinstance(can, Mapping):
         view.distributions = _distributions(base, can)
@@ -287,7 +296,8 @@ def sweep_view(run: RunOut) -> SweepView:
         limit = limits.get(m)
         view.charts[f"latency-{m}"] = svg.chart(
             [series(f"{m} {q}", _millis_of(m, q), dashed=q == "p50") for q in ("p50", "p99")],
-            f"{m} against offered rate", x_label, f"{m} (ms)", markers=rules,
+            f"{m} against offered rate", x_label, f"{m} (ms, log scale)", markers=rules,
+            log_y=True,
             thresholds=[] if limit is None else
             [svg.Rule(limit * 1000, f"SLO {m} {fmt.millis(limit)}", "slo")])
     view.charts["requests"] = svg.chart(

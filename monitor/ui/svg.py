@@ -96,26 +96,41 @@ def _tick(value: float) -> str:
     return f"{value:.6g}"
 
 
+def log_ticks(low: float, high: float) -> list[float]:
+    """Ticks at 1, 2 and 5 times the powers of ten, from the decade at or below ``low`` to
+    the one at or above ``high`` (both > 0)."""
+    first = math.floor(math.log10(low))
+    last = max(math.ceil(math.log10(high)), first + 1)
+    return [m * 10.0 ** e for e in range(first, last + 1) for m in (1, 2, 5)
+            if m == 1 or e < last]
+
+
 def chart(series: Sequence[Series], label: str, x_label: str, y_label: str, *,
-          markers: Sequence[Rule] = (), thresholds: Sequence[Rule] = (),
+          markers: Sequence[Rule] = (), thresholds: Sequence[Rule] = (), log_y: bool = False,
           width: int = 480, height: int = 200) -> str:
-    """A line chart over x from 0 and y from 0 to round ticks past the data, thresholds and
-    markers. The root carries its x domain and plot width (``data-x-min``, ``data-x-max``,
-    ``data-width``) so a marker's position can be checked against its value."""
-    kept = [(s, _finite(s.points)) for s in series]
+    """A line chart over x from 0, and y from 0 (or on a log scale, from the decade below the
+    least value) to round ticks past the data, thresholds and markers. The root carries its
+    x domain and plot width (``data-x-min``, ``data-x-max``, ``data-width``) so a marker's
+    position can be checked against its value."""
+    kept = [(s, [(x, y) for x, y in _finite(s.points) if y > 0 or not log_y])
+            for s in series]
     xs = [x for _, pts in kept for x, _ in pts] + [m.value for m in markers]
-    ys = [y for _, pts in kept for _, y in pts] + [t.value for t in thresholds]
+    ys = [y for _, pts in kept for _, y in pts] + [t.value for t in thresholds
+                                                   if t.value > 0 or not log_y]
     if not any(pts for _, pts in kept):
         return f'<p class="empty">{escape(label)}: no data</p>'
     x_ticks = nice_ticks(min(0.0, *xs), max(xs))
-    y_ticks = nice_ticks(min(0.0, *ys), max(max(ys), 1e-12))
-    x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+    y_ticks = log_ticks(min(ys), max(ys)) if log_y else \
+        nice_ticks(min(0.0, *ys), max(ys) if max(ys) > 0 else 1.0)
+    x0, x1 = x_ticks[0], x_ticks[-1]
+    scale = math.log10 if log_y else float
+    y0, y1 = scale(y_ticks[0]), scale(y_ticks[-1])
 
     def px(x: float) -> float:
         return (x - x0) / ((x1 - x0) or 1.0) * width
 
     def py(y: float) -> float:
-        return height - (y - y0) / ((y1 - y0) or 1.0) * height
+        return height - (scale(y) - y0) / ((y1 - y0) or 1.0) * height
 
     parts = [f'<svg class="chart" width="{width + _MARGIN_LEFT + 16}" '
              f'height="{height + _MARGIN_TOP + _MARGIN_BOTTOM + 16 * _legend_rows(series)}" '
@@ -148,7 +163,7 @@ def chart(series: Sequence[Series], label: str, x_label: str, y_label: str, *,
         parts.append(f'<g class="marker {escape(m.kind)}" data-value="{m.value!r}">'
                      f'<line x1="{px(m.value):.1f}" x2="{px(m.value):.1f}" y1="0" '
                      f'y2="{height}" stroke="{colour}" stroke-width="1.5"/><text '
-                     f'x="{px(m.value) + 3:.1f}" y="{12 + 13 * k}" fill="{colour}">'
+                     f'{_beside(px(m.value), width)} y="{12 + 13 * k}" fill="{colour}">'
                      f'{escape(m.label)}</text></g>')
     for k, (s, pts) in enumerate(kept):
         colour = COLOURS[k % len(COLOURS)]
@@ -165,6 +180,17 @@ def chart(series: Sequence[Series], label: str, x_label: str, y_label: str, *,
                          height + 46, width))
     parts.append("</g></svg>")
     return "".join(parts)
+
+
+def _beside(x: float, width: float) -> str:
+    """A marker label's position: right of its line, or left of it in the plot's right half
+    (where it would run past the edge)."""
+    return f'x="{x + 3:.1f}"' if x < width / 2 else f'x="{x - 3:.1f}" text-anchor="end"'
+
+
+def _short(value: float) -> str:
+    """A bar's value: 3 significant digits, whole numbers from 1,000 up (no exponent)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def _legend_rows(series: Sequence[object], per_row: int = 4) -> int:
@@ -192,7 +218,7 @@ def bars(groups: Sequence[tuple[str, Sequence[float | None]]], series: Sequence[
     values = [v for _, vs in groups for v in vs if v is not None and math.isfinite(v)]
     if not values:
         return f'<p class="empty">{escape(label)}: no data</p>'
-    ticks = nice_ticks(min(0.0, *values), max(max(values), 1e-12))
+    ticks = nice_ticks(min(0.0, *values), max(values) if max(values) > 0 else 1.0)
     y0, y1 = ticks[0], ticks[-1]
 
     def py(y: float) -> float:
@@ -224,7 +250,7 @@ def bars(groups: Sequence[tuple[str, Sequence[float | None]]], series: Sequence[
                          f'fill="{COLOURS[k % len(COLOURS)]}"><title>{escape(series[k])} '
                          f'{escape(name)}: {v:.4g}</title></rect><text x="{x + bar / 2:.1f}" '
                          f'y="{top - 2:.1f}" text-anchor="middle" font-size="9" fill="#374151">'
-                         f'{v:.3g}</text>')
+                         f'{_short(v)}</text>')
     parts.append(_legend(series, [False] * len(series), height + 34, width))
     parts.append("</g></svg>")
     return "".join(parts)

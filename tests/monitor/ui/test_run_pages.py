@@ -12,6 +12,7 @@ import httpx
 import pytest
 from markupsafe import escape
 
+from monitor.canary.config import load_judge_config
 from monitor.ui import fmt
 from monitor.ui.run_views import unit_of
 from tests.monitor.ui.runs_data import RunsApi, served_runs
@@ -108,7 +109,7 @@ def test_the_live_canary_page_shows_the_judgement_per_metric(runs: RunsApi) -> N
     reasons = section(page, "reasons")
     failed = [r for r in judgement["results"] if r["verdict"] != "pass"]
     assert [r["name"] for r in failed] == ["ttft"]
-    assert f"<li>{escape(failed[0]['reason'])}</li>" in reasons
+    assert f"<li>ttft: {escape(failed[0]['reason'])}</li>" in reasons
     for result in judgement["results"]:
         shown = row(page, "data-metric", result["name"])
         text = unit_of(result["name"]).text
@@ -128,7 +129,10 @@ def test_the_live_canary_page_shows_the_judgement_per_metric(runs: RunsApi) -> N
     errors = next(r for r in judgement["results"] if r["name"] == "error_rate")
     assert field(row(page, "data-metric", "error_rate"), "effect") == \
         fmt.percent(errors["effect"], 2)   # judged absolutely: the shift, not a ratio
-    assert "Mann-Whitney U; ratio effect" in row(page, "data-metric", "ttft")
+    assert field(row(page, "data-metric", "ttft"), "test") == \
+        '<abbr title="Mann-Whitney U; ratio effect">U test, ratio</abbr>'
+    assert field(row(page, "data-metric", "error_rate"), "test") == \
+        '<abbr title="none: identical samples">identical</abbr>'   # all values 0 on both
 
 
 def test_the_live_canary_page_plots_both_sides_of_each_metric(runs: RunsApi) -> None:
@@ -151,6 +155,24 @@ def test_the_live_canary_page_plots_both_sides_of_each_metric(runs: RunsApi) -> 
     assert fmt.number(result["canary"]["output_throughput"], 1) in runs_table
 
 
+@pytest.mark.parametrize("which", ["live_canary", "stored_canary"])
+def test_each_metrics_effect_is_written_as_the_judge_measured_it(runs: RunsApi,
+                                                                  which: str) -> None:
+    """A ratio (×) unless the packaged judge configuration judges the metric absolutely."""
+    run_id = getattr(runs, which)
+    page = html(runs, f"/ui/canaries/{run_id}")
+    absolute = {m.name for m in load_judge_config().metrics if m.allowed_absolute is not None}
+    assert absolute == {"error_rate"}
+    for result in api(runs, f"/api/v1/canaries/{run_id}")["result"]["judgement"]["results"]:
+        shown = field(row(page, "data-metric", result["name"]), "effect")
+        if result["verdict"] == "nodata":
+            assert shown == fmt.DASH
+        elif result["name"] in absolute:
+            assert shown == unit_of(result["name"]).text(result["effect"])
+        else:
+            assert shown == f"{fmt.sig(result['effect'])}×", result["name"]
+
+
 def test_the_stored_canary_page_names_the_targets_and_the_range(runs: RunsApi) -> None:
     page = html(runs, f"/ui/canaries/{runs.stored_canary}")
     run = api(runs, f"/api/v1/canaries/{runs.stored_canary}")
@@ -162,6 +184,13 @@ def test_the_stored_canary_page_names_the_targets_and_the_range(runs: RunsApi) -
     measured = next(r for r in result["judgement"]["results"] if r["name"] == "error_rate")
     assert field(error_rate, "median_canary") == fmt.percent(measured["median_canary"], 2)
     assert 'id="distributions"' not in page   # no load runs: no latency percentiles
+    judgement = result["judgement"]
+    assert judgement["critical_failures"] == ["error_rate"]   # ref-0 fails 1 request in 10
+    assert "<li>critical failure: error_rate</li>" in section(page, "reasons")
+    empty = [r["name"] for r in judgement["results"] if r["verdict"] == "nodata"]
+    assert empty and f"No data on either side to plot: {', '.join(empty)}." in page
+    plotted = re.findall(r'<figure data-metric="([^"]+)">', section(page, "metric-plots"))
+    assert plotted == [r["name"] for r in judgement["results"] if r["name"] not in empty]
     assert '<tr data-key="baseline_target"><th>baseline_target</th><td>ref-1</td></tr>' in page
 
 
