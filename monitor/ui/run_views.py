@@ -286,11 +286,12 @@ def sweep_view(run: RunOut) -> SweepView:
                dashed: bool = False) -> svg.Series:
         return svg.Series(label, [(p["rate"], value(p)) for p in points], dashed)
 
-    target = result["attainment_target"]
+    target = result.get("attainment_target")
     view.charts["attainment"] = svg.chart(
         [series("requests within the SLO", lambda p: p["attainment"] * 100)],
         "SLO attainment against offered rate", x_label, "within the SLO (%)", markers=rules,
-        thresholds=[svg.Rule(target * 100, f"target {fmt.percent(target, 1)}", "target")])
+        thresholds=[] if target is None else
+        [svg.Rule(target * 100, f"target {fmt.percent(target, 1)}", "target")])
     limits = result.get("slo_seconds") or {}
     for m in view.metrics:
         limit = limits.get(m)
