@@ -47,3 +47,8 @@ def duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes}m {secs:02d}s"
     return f"{secs}s"
+
+
+def sig(value: float | None, digits: int = 3) -> str:
+    """A figure without a fixed unit (a p-value, an effect ratio): ``digits`` significant."""
+    return DASH if value is None else f"{value:.{digits}g}"

@@ -15,6 +15,7 @@ from monitor.api.deps import StateDep
 from monitor.api.state import ServiceState
 from monitor.ui import fmt, history, listing, svg, views
 from monitor.ui import silences as silence_pages
+from monitor.ui.runs import register_runs
 
 STATIC: Final[dict[str, str]] = {"ui.css": "text/css", "ui.js": "text/javascript"}
 
@@ -71,6 +72,8 @@ def make_router() -> APIRouter:
     def page(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(template).render(**context),
                             status_code=status_code)
+
+    register_runs(router, page)   # the canary and sweep pages (monitor/ui/runs.py)
 
     @router.get("/", response_class=HTMLResponse)
     def overview(state: StateDep) -> HTMLResponse:
