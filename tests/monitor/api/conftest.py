@@ -16,8 +16,8 @@ import pytest
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
 from monitor.api.runs import RunManager
-from monitor.collect_cli import alerting_loop
-from monitor.config import MonitorConfig, parse_config
+from monitor.service.evaluation import evaluation_loop
+from monitor.collect.config import MonitorConfig, parse_config
 from monitor.slo.loaders import load_slos
 from monitor.store import Store, open_store
 from monitor.store.db import TargetInfo
@@ -71,7 +71,7 @@ def build_state(tmp_path: Path, token: str | None) -> ServiceState:
         store.register_target(TargetInfo(target.name, target.url, target.engine,
                                          dict(target.labels)))
     metrics = MonitorMetrics()
-    loop = alerting_loop(config, store, slos)
+    loop = evaluation_loop(config, store, slos)
     metrics.registry.register(SloCollector(loop))
     scrapes = ScrapeObserver(lambda _s: None, metrics)
     return ServiceState(store, lambda: config, slos, metrics, scrapes,
