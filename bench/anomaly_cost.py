@@ -20,7 +20,7 @@ import numpy as np
 
 from exporters import schema
 from monitor.anomaly.monitor import AnomalyMonitor
-from monitor.snapshot import GaugeStats, HistogramDelta, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import GaugeStats, HistogramDelta, Snapshot, TargetState, series_key
 from monitor.store import Store, open_store
 
 T0 = 1_800_000_000.0

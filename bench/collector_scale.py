@@ -44,9 +44,9 @@ import yaml
 from bench.cpu_meter import BUSY_WARNING_CORES, OtherCpuMeter
 from bench.scale_targets import build_page, serve
 from exporters.sockets import free_port
-from monitor.collector import Collector
-from monitor.config import MonitorConfig
-from monitor.snapshot import Snapshot, TargetState
+from monitor.collect.collector import Collector
+from monitor.collect.config import MonitorConfig
+from monitor.collect.snapshot import Snapshot, TargetState
 
 COLLECTOR_CORE, SERVER_CORE = 0, 1
 LAG_TOLERANCE = 0.10  # of the interval

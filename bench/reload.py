@@ -43,7 +43,7 @@ import httpx
 
 from bench.cpu_meter import _system_busy_seconds
 from monitor.alerting.alertmanager import SyncAlertmanagerClient
-from monitor.snapshot import Snapshot, TargetState, series_key
+from monitor.collect.snapshot import Snapshot, TargetState, series_key
 from monitor.store import open_store
 from monitor.store.db import TargetInfo
 

@@ -49,7 +49,7 @@ from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
 from monitor.slo.windows import BURN_ALERT, burn_windows
-from monitor.snapshot import HistogramDelta, Snapshot, TargetState
+from monitor.collect.snapshot import HistogramDelta, Snapshot, TargetState
 from monitor.store import Selector, Store, window
 from monitor.store.models import RAW_RESOLUTION, Interval
 from sqlalchemy import func, select

@@ -32,7 +32,7 @@ from bench.stack import sqlite_store
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver
 from monitor.api.runs import RunManager
-from monitor.config import MonitorConfig, parse_config
+from monitor.collect.config import MonitorConfig, parse_config
 from monitor.store import Store
 
 TARGET_SECONDS = 1.0

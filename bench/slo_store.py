@@ -22,7 +22,7 @@ from sqlalchemy import delete, insert
 
 from exporters import schema
 from monitor.slo.spec import Slo
-from monitor.snapshot import HistogramDelta, SeriesKey, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import HistogramDelta, SeriesKey, Snapshot, TargetState, series_key
 from monitor.store import Store, TargetInfo
 from monitor.store.models import RollupWatermark
 from monitor.store.writes import write_snapshots, write_transaction

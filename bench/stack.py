@@ -8,9 +8,9 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from monitor.collector import Collector
-from monitor.config import parse_config
-from monitor.recorder import StoreRecorder
+from monitor.collect.collector import Collector
+from monitor.collect.config import parse_config
+from monitor.collect.recorder import StoreRecorder
 from monitor.store import Store, open_store
 
 

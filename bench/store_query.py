@@ -45,7 +45,7 @@ from sqlalchemy import Connection, create_engine, delete, func, insert, select, 
 from sqlalchemy.engine import make_url
 
 from exporters.buckets import interpolate_quantile, latency_buckets
-from monitor.snapshot import series_key
+from monitor.collect.snapshot import series_key
 from monitor.store import Selector, Store, good_total, histogram_series, open_store, window
 from monitor.store.histograms import encode_counts
 from monitor.store.ids import ensure_bounds, ensure_series, ensure_targets

@@ -36,9 +36,9 @@ COMMANDS: Final[tuple[Command, ...]] = (
             "run the reference continuous-batching server", extra=SERVER_EXTRA),
     Command("bridge", "exporters.bridge_cli",
             "serve an engine's /metrics in the inferwatch schema"),
-    Command("collect", "monitor.collect_cli",
+    Command("collect", "monitor.collect.cli",
             "scrape the targets of inferwatch.yaml into the store"),
-    Command("serve", "monitor.serve_cli",
+    Command("serve", "monitor.service.cli",
             "the monitor service: collector, SLO evaluation, alerting and the HTTP API"),
     Command("demo", "monitor.demo",
             "the whole stack on this machine: reference server, monitor, Prometheus, "

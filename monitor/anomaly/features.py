@@ -16,8 +16,8 @@ from typing import Final
 
 from exporters import schema
 from monitor.anomaly.detectors import Direction
-from monitor.derive import Percentiles
-from monitor.snapshot import GaugeStats, HistogramDelta
+from monitor.collect.derive import Percentiles
+from monitor.collect.snapshot import GaugeStats, HistogramDelta
 from monitor.store import Selector, Store
 from monitor.store.queries import counter_series, gauge_series, histogram_series
 

@@ -18,7 +18,7 @@ from monitor.api.schemas import (
     SloOut,
     TargetOut,
 )
-from monitor.config import TargetConfig
+from monitor.collect.config import TargetConfig
 from monitor.headroom.monitor import TargetHeadroom
 from monitor.loadgen.dimensions import UNITS
 from monitor.slo.evaluator import SloStatus

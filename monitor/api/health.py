@@ -18,9 +18,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from monitor.alerting.loop import AlertingLoop
-from monitor.reload import ReloadResult
+from monitor.service.reload import ReloadResult
 from monitor.slo.forecast import BudgetState
-from monitor.snapshot import Snapshot, TargetState
+from monitor.collect.snapshot import Snapshot, TargetState
 
 _SCRAPE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _EVAL_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -53,7 +53,8 @@ class MonitorMetrics:
         self.api_duration = Histogram(
             "inferwatch_api_request_duration_seconds", "Time to answer an API request",
             ["route"], buckets=_API_BUCKETS, registry=r)
-        # Prometheus' own names for its reloads, with our prefix (monitor/reload.py sets them).
+        # Prometheus' own names for its reloads, with our prefix (monitor/service/reload.py
+        # sets them).
         self.reload_successful = Gauge(
             "inferwatch_config_last_reload_successful",
             "1 when the last configuration reload (SLO files and targets) succeeded",

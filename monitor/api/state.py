@@ -11,9 +11,9 @@ from typing import Any
 from monitor.alerting.loop import AlertingLoop
 from monitor.api.health import MonitorMetrics, ScrapeObserver
 from monitor.api.runs import RunManager
-from monitor.config import MonitorConfig
+from monitor.collect.config import MonitorConfig
 from monitor.headroom.monitor import TargetHeadroom
-from monitor.reload import Reloader
+from monitor.service.reload import Reloader
 from monitor.slo.spec import Slo
 from monitor.store import Store
 

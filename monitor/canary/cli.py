@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from monitor.canary.config import CanaryConfigError, load_judge_config
-from monitor.config import ConfigError
+from monitor.collect.config import ConfigError
 from monitor.canary.judge import Judgement, Outcome
 from monitor.canary.run import judge_runs, judge_stored, run_both
 from monitor.loadgen.cli import (

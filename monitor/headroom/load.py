@@ -17,9 +17,9 @@ import math
 from collections.abc import Sequence
 
 from exporters import schema
-from monitor.derive import derive
+from monitor.collect.derive import derive
 from monitor.loadgen.dimensions import Dimension
-from monitor.snapshot import GaugeStats, Snapshot, TargetState, split_key
+from monitor.collect.snapshot import GaugeStats, Snapshot, TargetState, split_key
 from monitor.store import Selector, Store
 from monitor.store.queries import counter_series, gauge_series, window
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.config import MonitorConfig, TargetConfig
+from monitor.collect.config import MonitorConfig, TargetConfig
 from monitor.headroom.capacity import Capacity, CapacityError, Headroom, headroom, resolve
 from monitor.headroom.config import HEADROOM_ALERT, HeadroomConfig
 from monitor.headroom.load import current_load

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from monitor.config import ConfigError
+from monitor.collect.config import ConfigError
 from monitor.loadgen.capacity import CapacityInputs, plan
 from monitor.loadgen.metrics import (
     LatencySlo,
@@ -185,7 +185,7 @@ def counts(p: Progress) -> str:
 def store_url(args: argparse.Namespace) -> str | None:
     """The database of --store, else of --config's inferwatch.yaml, else None."""
     if args.store is None and args.config:
-        from monitor.config import load_config
+        from monitor.collect.config import load_config
         return load_config(args.config).store.url
     url: str | None = args.store
     return url

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from monitor.config import ConfigError
+from monitor.collect.config import ConfigError
 from monitor.slo import report_cli
 from monitor.slo.propose import ProposeError, ProposeOptions, SweepSource, propose, slo_name
 

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monitor.config import ConfigError, load_config
-from monitor.reload import SloFiles
+from monitor.collect.config import ConfigError, load_config
+from monitor.service.reload import SloFiles
 from monitor.slo.loaders import SloFileError
 from monitor.slo.report import build_report
 from monitor.slo.source import StoreSliSource

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, select, tuple_
 from sqlalchemy.orm import InstrumentedAttribute
 
-from monitor.snapshot import GaugeStats, TargetState
+from monitor.collect.snapshot import GaugeStats, TargetState
 from monitor.store.histograms import BucketAccumulator, BucketRows
 from monitor.store.ids import IdCache, load_bounds
 from monitor.store.models import CounterValue, GaugeValue, HistogramValue, Interval

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from monitor.snapshot import Snapshot
+from monitor.collect.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, Select, case, func, select
 
-from monitor.snapshot import TargetState
+from monitor.collect.snapshot import TargetState
 from monitor.store.histograms import value_positions
 from monitor.store.ids import IdCache, load_bounds
 from monitor.store.models import CounterValue, HistogramValue, Interval, Target

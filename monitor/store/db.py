@@ -12,7 +12,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 
-from monitor.snapshot import Snapshot
+from monitor.collect.snapshot import Snapshot
 from monitor.store.ids import IdCache, dialect_insert
 from monitor.store.models import RAW_RESOLUTION, Target
 from monitor.store.retention import RetentionPolicy, apply_retention

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from monitor.snapshot import HistogramDelta, merge_deltas
+from monitor.collect.snapshot import HistogramDelta, merge_deltas
 
 # Type code (first byte of a stored blob) -> element type; whole counts use the narrowest.
 _TYPES: dict[bytes, np.dtype[Any]] = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monitor.snapshot import SeriesKey, split_key
+from monitor.collect.snapshot import SeriesKey, split_key
 from monitor.store.histograms import bounds_digest
 from monitor.store.models import Base, HistogramBounds, Series, SeriesKind, Target
 

@@ -3,8 +3,8 @@
 Layout, and why:
 
 * ``targets``, ``series`` and ``histogram_bounds`` are small dimension tables; data rows refer
-  to them by integer id. A series key (``monitor.snapshot.series_key``) names a metric and its
-  labels but not the target, so one series row serves every target that exposes it.
+  to them by integer id. A series key (``monitor.collect.snapshot.series_key``) names a metric
+  and its labels but not the target, so one series row serves every target that exposes it.
 * ``intervals`` holds one row per target-interval at each resolution (0 = raw scrape interval,
   60 and 3600 = rollups): its [start, end), its state (up / first / down) and the error of a
   down interval. A down interval has a row here and no value rows: an explicit gap.

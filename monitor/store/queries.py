@@ -3,7 +3,7 @@
 Every answer is a total of additive primitives (counter increases, gauge statistics,
 histogram bucket counts) over the selected targets and time, read from the coarsest stored
 resolution that covers it exactly. Rates, ratios and percentiles are derived from these
-totals by the caller (``monitor.derive``), never averaged from stored ratios.
+totals by the caller (``monitor.collect.derive``), never averaged from stored ratios.
 
 Time ranges are (start, end]: an interval belongs to the range its end lies in. Steps are
 (start + (k-1) step, start + k step], clipped to ``end``; each point carries its step's end.
@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, select
 
-from monitor.snapshot import (
+from monitor.collect.snapshot import (
     GaugeStats,
     HistogramDelta,
     SeriesKey,
@@ -43,7 +43,7 @@ from monitor.store.aggregates import (
     up_ends,
 )
 from monitor.store.db import Store
-from monitor.snapshot import merge_deltas
+from monitor.collect.snapshot import merge_deltas
 from monitor.store.models import RAW_RESOLUTION, Series, SeriesKind, Target
 from monitor.store.reads import Piece, all_series, load_watermarks, plan
 
@@ -71,7 +71,7 @@ def window(store: Store, selector: Selector, start: float, end: float) -> Snapsh
     """Totals of the selected targets over (start, end] as one snapshot: counters summed,
     histograms of replicas merged, gauge readings pooled (mean, min and max over every
     reading of every replica; for sums of amounts across replicas merge ``window_by_target``
-    with ``monitor.derive.merge_replicas``). DOWN with the last error when no selected
+    with ``monitor.collect.derive.merge_replicas``). DOWN with the last error when no selected
     target answered in the window, or with "no data" when nothing is stored."""
     totals = _WindowTotals.read(store, selector, start, end)
     return totals.snapshot(str(selector), set(totals.targets), start, end)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Connection, select
 
-from monitor.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState
+from monitor.collect.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState
 from monitor.store.histograms import decode_counts
 from monitor.store.ids import IdCache, load_bounds
 from monitor.store.models import (

@@ -1,9 +1,9 @@
 """Rollups: closed raw intervals into 1-minute buckets, closed minutes into 1-hour buckets.
 
-A bucket is the merge (``monitor.snapshot.merge_snapshots``) of the finer intervals whose end
-lies in (b, b + r]: counters and bucket counts summed, gauge statistics merged. Only additive
-primitives are kept, so a ratio or a percentile over a month read from hour rows is exactly
-the one read from raw rows. Stored with the nominal bounds [b, b + r) of the bucket.
+A bucket is the merge (``monitor.collect.snapshot.merge_snapshots``) of the finer intervals
+whose end lies in (b, b + r]: counters and bucket counts summed, gauge statistics merged. Only
+additive primitives are kept, so a ratio or a percentile over a month read from hour rows is
+exactly the one read from raw rows. Stored with the nominal bounds [b, b + r) of the bucket.
 
 Incremental and idempotent: a watermark per level says up to where buckets are complete; each
 chunk of buckets is written and the watermark advanced in one transaction, and a raw write
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy import Connection, Engine, func, select
 
-from monitor.snapshot import Snapshot, TargetState, merge_snapshots
+from monitor.collect.snapshot import Snapshot, TargetState, merge_snapshots
 from monitor.store.ids import IdCache, dialect_insert
 from monitor.store.models import RAW_RESOLUTION, Interval, RollupWatermark
 from monitor.store.reads import Piece, all_targets, load_snapshots, load_watermarks

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, update
 
-from monitor.snapshot import Snapshot
+from monitor.collect.snapshot import Snapshot
 from monitor.store.histograms import encode_counts
 from monitor.store.ids import IdCache, dialect_insert, ensure_bounds, ensure_series, ensure_targets
 from monitor.store.models import (

@@ -1,6 +1,6 @@
 """The configuration in force: ``POST /-/reload`` (bearer token) re-reads inferwatch.yaml and
 its SLO files, as SIGHUP does; ``GET /api/v1/status/config`` says what is loaded and how the
-last reload went (monitor/reload.py)."""
+last reload went (monitor/service/reload.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends
 from monitor.api.deps import StateDep, require_token
 from monitor.api.errors import ApiError
 from monitor.api.schemas import ChangesOut, ConfigStatusOut, ErrorBody, NamesChangedOut, ReloadOut
-from monitor.reload import ReloadFailed, ReloadResult
+from monitor.service.reload import ReloadFailed, ReloadResult
 
 router = APIRouter(tags=["config"])
 

@@ -18,7 +18,7 @@ from monitor.anomaly.diagnosis import diagnose
 from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT, read_features
 from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
-from monitor.snapshot import GaugeStats, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import GaugeStats, Snapshot, TargetState, series_key
 from monitor.store import Store
 
 T0 = 1_800_000_000.0  # a multiple of 60

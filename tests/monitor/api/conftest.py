@@ -17,8 +17,8 @@ import pytest
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
 from monitor.api.runs import RunManager
-from monitor.collect_cli import alerting_loop
-from monitor.config import MonitorConfig, parse_config
+from monitor.collect.config import MonitorConfig, parse_config
+from monitor.service.evaluation import evaluation_loop
 from monitor.slo.evaluator import AlertCondition
 from monitor.slo.loaders import load_slos
 from monitor.slo.windows import BurnWindow, alert_labels, burn_alert, burn_windows
@@ -103,7 +103,7 @@ def build_state(tmp_path: Path, token: str | None, slos_yaml: str = SLOS,
         store.register_target(TargetInfo(target.name, target.url, target.engine,
                                          dict(target.labels)))
     metrics = MonitorMetrics()
-    loop = alerting_loop(config, store, slos)
+    loop = evaluation_loop(config, store, slos)
     metrics.registry.register(SloCollector(loop))
     scrapes = ScrapeObserver(lambda _s: None, metrics)
     return ServiceState(store, lambda: config, slos, metrics, scrapes,

@@ -19,7 +19,7 @@ from monitor.canary.samples import combine, split_intervals
 from monitor.cli import main
 from monitor.loadgen.runner import Endpoint, Limits, RequestRecord
 from monitor.loadgen.workload import LengthDist, RequestSpec, WorkloadSpec
-from monitor.snapshot import HistogramDelta, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import HistogramDelta, Snapshot, TargetState, series_key
 from monitor.store import Store
 from tests.monitor.loadgen.scripted_server import Script, scripted_server
 

@@ -17,7 +17,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporters.bridge import Bridge, BridgeConfig, serve_metrics
-from monitor.config import parse_config
+from monitor.collect.config import parse_config
 from monitor.headroom.capacity import Capacity, headroom
 from monitor.headroom.metrics import HeadroomCollector
 from monitor.headroom.monitor import HeadroomMonitor, TargetHeadroom

@@ -10,13 +10,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.alerting.book import AlertBook, AlertState
-from monitor.config import ConfigError, MonitorConfig, parse_config
+from monitor.collect.config import ConfigError, MonitorConfig, parse_config
 from monitor.headroom.capacity import headroom
 from monitor.headroom.load import current_load, load_series
 from monitor.headroom.metrics import HeadroomCollector
 from monitor.headroom.monitor import HeadroomMonitor
 from monitor.loadgen.dimensions import Dimension
-from monitor.snapshot import GaugeStats, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import GaugeStats, Snapshot, TargetState, series_key
 from monitor.store import Store
 from monitor.store.db import TargetInfo
 from monitor.store.runs import finish_run, start_run

@@ -10,7 +10,7 @@ import pytest
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver
 from monitor.api.runs import RunManager
-from monitor.collect_cli import alerting_loop
+from monitor.service.evaluation import evaluation_loop
 from monitor.headroom.metrics import HeadroomCollector
 from monitor.store import open_store
 from tests.asgi_thread import serving
@@ -28,7 +28,7 @@ def test_the_target_shows_its_headroom_and_its_series(tmp_path: Path) -> None:
                         waiting=0) for k in range(1, 5)]
                 + [scrape(T0 + 60 + 15 * k, requests=30, prompt=3000, output=480, running=2,
                           waiting=0) for k in range(1, 5)])
-    loop = alerting_loop(cfg, store, [])
+    loop = evaluation_loop(cfg, store, [])
     metrics = MonitorMetrics()
     assert loop.headroom is not None
     metrics.registry.register(HeadroomCollector(loop.headroom))

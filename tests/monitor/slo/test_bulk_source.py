@@ -16,7 +16,7 @@ from monitor.slo.evaluator import SloEvaluator
 from monitor.slo.report import build_report
 from monitor.slo.source import Step, StoreSliSource
 from monitor.slo.spec import Slo
-from monitor.snapshot import HistogramDelta, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import HistogramDelta, Snapshot, TargetState, series_key
 from monitor.store import Store, TargetInfo
 from tests.monitor.store.builders import down
 

@@ -6,7 +6,7 @@ import pytest
 
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
-from monitor.snapshot import HistogramDelta, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import HistogramDelta, Snapshot, TargetState, series_key
 from monitor.store import Store
 from exporters import schema
 from tests.monitor.store.builders import down

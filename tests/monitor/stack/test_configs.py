@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from monitor.config import load_config
+from monitor.collect.config import load_config
 from monitor.slo.loaders import load_slos
 from monitor.slo.windows import Severity, burn_windows
 from monitor.stack.configs import MonitorFiles, write_rules, write_slos

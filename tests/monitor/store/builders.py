@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from monitor.snapshot import GaugeStats, HistogramDelta, Snapshot, TargetState, series_key
+from monitor.collect.snapshot import GaugeStats, HistogramDelta, Snapshot, TargetState, series_key
 
 T0 = 1_800_000_000.0  # a whole number of hours since the epoch
 SCRAPE_SECONDS = 15.0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from monitor.snapshot import Snapshot
+from monitor.collect.snapshot import Snapshot
 from monitor.store import BufferedWriter, Store
 from monitor.store.reads import Piece, load_snapshots
 from tests.monitor.store.builders import T0, up

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from monitor.snapshot import HistogramDelta, merge_deltas, rebucket
+from monitor.collect.snapshot import HistogramDelta, merge_deltas, rebucket
 from monitor.store.histograms import (
     BucketAccumulator,
     BucketRows,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from monitor.snapshot import TargetState, merge_snapshots
+from monitor.collect.snapshot import TargetState, merge_snapshots
 from monitor.store import (
     RetentionPolicy,
     Selector,

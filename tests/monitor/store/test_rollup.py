@@ -6,7 +6,7 @@ import math
 from sqlalchemy import func, select
 
 from exporters.buckets import interpolate_quantile
-from monitor.snapshot import TargetState, merge_snapshots
+from monitor.collect.snapshot import TargetState, merge_snapshots
 from monitor.store import RetentionPolicy, Selector, Store, window
 from monitor.store.models import Interval
 from monitor.store.rollup import rollup

@@ -6,7 +6,7 @@ import math
 import pytest
 from sqlalchemy import func, select
 
-from monitor.snapshot import GaugeStats, Snapshot, TargetState
+from monitor.collect.snapshot import GaugeStats, Snapshot, TargetState
 from monitor.store import RetentionPolicy, Selector, Store, TargetInfo, window
 from monitor.store.models import CounterValue, Interval
 from monitor.store.reads import Piece, load_snapshots

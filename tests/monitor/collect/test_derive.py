@@ -8,8 +8,8 @@ import pytest
 
 from exporters import schema
 from exporters.buckets import interpolate_quantile
-from monitor.derive import Percentiles, derive, merge_histograms, merge_replicas
-from monitor.snapshot import (
+from monitor.collect.derive import Percentiles, derive, merge_histograms, merge_replicas
+from monitor.collect.snapshot import (
     GaugeStats,
     HistogramDelta,
     SeriesKey,

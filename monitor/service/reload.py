@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from monitor.alerting.loop import AlertingLoop
-from monitor.collector import Collector
-from monitor.config import ConfigError, ConfigVersion, ConfigWatcher, MonitorConfig
-from monitor.recorder import StoreRecorder
+from monitor.collect.collector import Collector
+from monitor.collect.config import ConfigError, ConfigVersion, ConfigWatcher, MonitorConfig
+from monitor.collect.recorder import StoreRecorder
 from monitor.slo.evaluator import SloEvaluator, SloPlan
 from monitor.slo.loaders import SloFileError, load_slos
 from monitor.slo.spec import Slo

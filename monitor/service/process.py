@@ -5,7 +5,7 @@ The API is uvicorn on a socket bound before start (port 0 picks a free one). Sig
 service's, not uvicorn's: SIGINT/SIGTERM set one stop event, and everything winds down from it
 (runs in flight are recorded as cancelled, queued snapshots written, undelivered alerts kept
 in the store for the next start). SIGHUP, like ``POST /-/reload``, reloads inferwatch.yaml
-and its SLO files (monitor/reload.py).
+and its SLO files (monitor/service/reload.py).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from monitor.alerting.loop import AlertingLoop
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
 from monitor.api.runs import RunManager
-from monitor.collect_cli import alerting_loop
-from monitor.collector import Collector, follow_config
-from monitor.config import ConfigWatcher
+from monitor.service.evaluation import evaluation_loop
+from monitor.collect.collector import Collector, follow_config
+from monitor.collect.config import ConfigWatcher
 from monitor.headroom.metrics import HeadroomCollector
-from monitor.recorder import StoreRecorder
-from monitor.reload import LiveConfig, SloFiles
+from monitor.collect.recorder import StoreRecorder
+from monitor.service.reload import LiveConfig, SloFiles
 from monitor.slo.spec import Slo
 from monitor.store import Store
 from monitor.store.runs import fail_unfinished
@@ -75,7 +75,7 @@ class MonitorService:
         self.recorder = StoreRecorder(store)
         self.recorder.register_targets(watcher.config)
         # Always an alerting loop and an evaluator, even without SLOs: a reload may add some.
-        self.alerting: AlertingLoop = alerting_loop(watcher.config, store, slos,
+        self.alerting: AlertingLoop = evaluation_loop(watcher.config, store, slos,
                                                     lambda: self.watcher.config)
         self.alerting.on_round = self.metrics.observe_round
         self.metrics.registry.register(SloCollector(self.alerting))

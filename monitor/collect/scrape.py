@@ -20,8 +20,8 @@ from exporters.adapters import (
 from exporters.fetch import ScrapeError, engines_for, require_samples
 from exporters.exposition import parse_page
 from exporters.schema import MetricType
-from monitor.config import TargetConfig
-from monitor.snapshot import SeriesKey, series_key
+from monitor.collect.config import TargetConfig
+from monitor.collect.snapshot import SeriesKey, series_key
 
 @dataclass(frozen=True, slots=True)
 class CumulativeHistogram:

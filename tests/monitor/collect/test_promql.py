@@ -26,9 +26,9 @@ from exporters.schema import (
     TIME_TO_FIRST_TOKEN,
     get_spec,
 )
-from monitor.collector import Collector
-from monitor.config import parse_config
-from monitor.promql_source import (
+from monitor.collect.collector import Collector
+from monitor.collect.config import parse_config
+from monitor.collect.promql import (
     AmbiguousSelectorError,
     HistogramSeries,
     PromQLQueryError,
@@ -37,10 +37,14 @@ from monitor.promql_source import (
     counter_increase,
     histogram_delta,
 )
-from monitor.snapshot import Snapshot, TargetState, merge_snapshots, series_key
+from monitor.collect.snapshot import Snapshot, TargetState, merge_snapshots, series_key
+from tests.monitor.prometheus_fixture import (
+    JOB,
+    RunningPrometheus,
+    prometheus_binary,
+    running_prometheus,
+)
 from tests.reference_server.server_fixture import RunningServer, running_server
-
-from .prometheus_fixture import JOB, RunningPrometheus, prometheus_binary, running_prometheus
 
 SELECTOR = f'job="{JOB}"'
 TINY = {"model": "tiny"}

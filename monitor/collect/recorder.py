@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from monitor.config import MonitorConfig
-from monitor.snapshot import Snapshot
+from monitor.collect.config import MonitorConfig
+from monitor.collect.snapshot import Snapshot
 from monitor.store import BufferedWriter, RetentionPolicy, Store, TargetInfo
 
 logger = logging.getLogger(__name__)

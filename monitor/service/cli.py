@@ -14,9 +14,9 @@ from pathlib import Path
 
 from sqlalchemy import make_url
 
-from monitor.config import ConfigError, ConfigWatcher
-from monitor.reload import SloFiles
-from monitor.service import MonitorService, ServeSettings
+from monitor.collect.config import ConfigError, ConfigWatcher
+from monitor.service.reload import SloFiles
+from monitor.service.process import MonitorService, ServeSettings
 from monitor.slo.loaders import SloFileError
 from monitor.store import open_store
 

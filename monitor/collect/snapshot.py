@@ -2,7 +2,7 @@
 
 Only additive primitives are kept: counter increases, histogram bucket increases, and gauge
 statistics. Anything derived (tokens/s, p99 TTFT, error ratios, batch utilisation) is computed
-from these with ``monitor.derive`` for whatever window is asked, so a ratio over a day is
+from these with ``monitor.collect.derive`` for whatever window is asked, so a ratio over a day is
 summed errors over summed requests, never a mean of per-interval ratios, and a p99 over a
 month comes from merged buckets, never from averaged percentiles.
 """

@@ -1,20 +1,13 @@
-"""The built-in scraper: every target on its own interval, one Snapshot per scrape.
+"""The built-in scheduler: every target on its own interval, one Snapshot per attempt.
 
-Per target the collector keeps the cumulative values of its last good scrape and turns the
-next scrape into increases over [last attempt, this attempt):
-
-- counters, each histogram bucket, _sum and _count: ``now - before``, or ``now`` when the
-  value went down (a restart reset it: Prometheus' rate() reads it the same way) or the series
-  is new since the last scrape (it started from 0 in between);
-- a histogram whose bounds changed, or any of whose buckets or count went down, restarts as a
-  whole: its delta is its current content (per-bucket reset detection could mix a reset bucket
-  with a non-reset neighbour and give negative bucket counts);
-- gauges: the reading, as ``GaugeStats.of(value)``.
-
-A target that does not answer (timeout, refused, HTTP error, page too large, garbage, no known
-engine) gives a DOWN snapshot with the reason and no values, and forgets its baseline: the
-next good scrape is FIRST (gauges only, no deltas), since a target that was away may have
-restarted. Snapshots of one target tile time: each starts where the previous attempt ended.
+Each target has a source (monitor/collect/sources.py): its /metrics page scraped here, or its
+series read from a PromQL API. The collector decides when, the source what: it asks the
+source for the window [last attempt, this attempt) and hands the snapshot to the sink (the
+recorder). Snapshots of one target tile time: each starts where the previous attempt ended.
+A target whose source fails (timeout, refused, HTTP error, page too large, garbage, no known
+engine, a query error) gives a DOWN snapshot with the reason; the scrape source forgets its
+baseline then, so the next good scrape is FIRST (gauges only, no deltas), since a target that
+was away may have restarted. How increases are computed is monitor/collect/deltas.py.
 """
 
 from __future__ import annotations
@@ -25,17 +18,15 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import httpx
 
-from exporters.fetch import ScrapeError, fetch_page_async
-from monitor.config import ConfigWatcher, MonitorConfig, TargetConfig
-from monitor.promql_source import PromQLError, PromQLSource
-from monitor.scrape import CumulativeHistogram, Reading, normalize_text, read_page
-from monitor.snapshot import GaugeStats, HistogramDelta, SeriesKey, Snapshot, TargetState
+from monitor.collect.config import ConfigWatcher, MonitorConfig, TargetConfig
+from monitor.collect.snapshot import Snapshot, TargetState
+from monitor.collect.sources import TargetSource, source_for
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +46,7 @@ class _Target:
     """What the collector remembers about one target between scrapes."""
 
     config: TargetConfig
-    previous: Reading | None = None  # last good scrape; None: the next one is FIRST
+    source: TargetSource = field(repr=False)
     last_attempt: float | None = None  # clock time of the last scrape, the next one's start
     next_due: float | None = None  # clock time scrape_once scrapes it next
     busy: bool = False  # a scrape is queued or in flight: a second one is skipped, not piled
@@ -75,7 +66,7 @@ class Collector:
         self._clock = clock
         self._config = config
         self._semaphore = asyncio.Semaphore(config.max_concurrent_scrapes)
-        self._targets = {target.name: _Target(target) for target in config.targets}
+        self._targets = {target.name: self._new_target(target) for target in config.targets}
         self._tasks: dict[str, asyncio.Task[None]] | None = None  # while run() runs
 
     @property
@@ -99,7 +90,7 @@ class Collector:
                 self._stop_task(name)
         for name, target in wanted.items():
             if name not in self._targets:
-                self._targets[name] = _Target(target)
+                self._targets[name] = self._new_target(target)
                 self._start_task(self._targets[name])
         self._config = new
 
@@ -186,60 +177,32 @@ class Collector:
         return snapshot
 
     async def _snapshot(self, state: _Target, started: float) -> Snapshot:
-        target, max_bytes = state.config, self._config.max_body_bytes
-        start = started if state.last_attempt is None else state.last_attempt
-        if target.promql_selector is not None:
-            return await self._promql_snapshot(state, start, started)
+        """The target's window [last attempt, now) from its source; DOWN when it fails."""
+        name = state.config.name
         try:
-            text = await fetch_page_async(self._http(), target.url, target.scrape_timeout_seconds,
-                                    max_bytes)
-            # In a thread: parsing a large page must not stall the event loop, where it would
-            # make the other targets' fetches overrun their timeouts.
-            reading = await asyncio.to_thread(_read, text, target, max_bytes)
-        except ScrapeError as exc:
-            return self._down(state, start, started, f"{exc.reason}: {exc}")
+            snapshot = await state.source.snapshot(state.last_attempt, started)
         except Exception as exc:  # a bug must not stop the collector; the next scrape may work
-            logger.exception("target %s: scrape failed unexpectedly", target.name)
-            return self._down(state, start, started, f"internal: {exc!r}")
-        if state.last_error is not None:
-            logger.info("target %s: answering again", target.name)
-            state.last_error = None
-        snapshot = build_snapshot(target.name, state.previous, reading, start, started)
-        state.previous = reading
-        return snapshot
-
-    async def _promql_snapshot(self, state: _Target, start: float, started: float) -> Snapshot:
-        """The window from a PromQL API, lagging ``promql_delay_seconds`` behind now."""
-        target = state.config
-        assert target.promql_selector is not None
-        delay = target.promql_delay_seconds
-        if state.last_attempt is None:  # no window yet: the next one starts here
-            return Snapshot(target.name, started - delay, started - delay, TargetState.FIRST)
-        source = PromQLSource(target.url, self._http(), target.scrape_timeout_seconds,
-                              target.promql_selector)
-        try:
-            snapshot = await source.snapshot(target.name, start - delay, started - delay)
-        except PromQLError as exc:  # an invalid selector: the config's fault, say so each time
-            return self._down(state, start - delay, started - delay, f"promql: {exc}")
+            logger.exception("target %s: scrape failed unexpectedly", name)
+            state.source.reset()
+            start = started if state.last_attempt is None else state.last_attempt
+            snapshot = Snapshot(name, start, started, TargetState.DOWN, f"internal: {exc!r}")
         if snapshot.state is TargetState.DOWN:
-            return self._down(state, start - delay, started - delay, snapshot.error or "down")
+            error = snapshot.error or "down"
+            if error != state.last_error:  # log changes, not every scrape of a dead target
+                logger.warning("target %s: down (%s)", name, error)
+                state.last_error = error
+        elif state.last_error is not None:
+            logger.info("target %s: answering again", name)
+            state.last_error = None
         return snapshot
 
-    def _down(self, state: _Target, start: float, end: float, error: str) -> Snapshot:
-        state.previous = None
-        if error != state.last_error:  # log changes, not every scrape of a dead target
-            logger.warning("target %s: down (%s)", state.config.name, error)
-            state.last_error = error
-        return Snapshot(state.config.name, start, end, TargetState.DOWN, error)
+    def _new_target(self, config: TargetConfig) -> _Target:
+        return _Target(config, source_for(config, self._http, lambda: self._config.max_body_bytes))
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = self._client_factory()
         return self._client
-
-
-def _read(text: str, target: TargetConfig, max_bytes: int) -> Reading:
-    return read_page(normalize_text(text, target, max_bytes))
 
 
 def next_slot(slot: float, interval: float, now: float) -> float:
@@ -251,52 +214,6 @@ def next_slot(slot: float, interval: float, now: float) -> float:
 def _spread(name: str, interval: float) -> float:
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64 * interval
-
-
-def build_snapshot(target: str, previous: Reading | None, current: Reading, start: float,
-                   end: float) -> Snapshot:
-    """The snapshot of ``current`` against the previous good reading (FIRST if none)."""
-    gauges = {key: GaugeStats.of(value) for key, value in current.gauges.items()}
-    if previous is None:
-        return Snapshot(target, start, end, TargetState.FIRST, None, {}, gauges, {})
-    histograms = {key: histogram_delta(previous.histograms.get(key), histogram)
-                  for key, histogram in current.histograms.items()}
-    return Snapshot(target, start, end, TargetState.UP, None,
-                    counter_increases(previous.counters, current.counters), gauges, histograms)
-
-
-def counter_increases(previous: Mapping[SeriesKey, float],
-                      current: Mapping[SeriesKey, float]) -> dict[SeriesKey, float]:
-    """Increase per series with rate()'s reset rule; a new series counts from 0."""
-    increases: dict[SeriesKey, float] = {}
-    for key, value in current.items():
-        before = previous.get(key)
-        increases[key] = value if before is None or value < before else value - before
-    return increases
-
-
-def histogram_delta(previous: CumulativeHistogram | None,
-                    current: CumulativeHistogram) -> HistogramDelta:
-    """The observations between two readings of one histogram series, per bucket."""
-    if previous is None or _restarted(previous, current):
-        base_cumulative, base_sum, base_count = (0.0,) * len(current.cumulative), 0.0, 0.0
-    else:
-        base_cumulative, base_sum, base_count = previous.cumulative, previous.sum, previous.count
-    counts: list[float] = []
-    below = 0.0
-    for now, before in zip(current.cumulative, base_cumulative):
-        # The running maximum (as histogram_quantile's monotonic fix) keeps a bucket count of
-        # a page with non-monotonic buckets at 0 instead of negative.
-        cumulative = max(now - before, below)
-        counts.append(cumulative - below)
-        below = cumulative
-    return HistogramDelta(current.bounds, tuple(counts), current.sum - base_sum,
-                          current.count - base_count)
-
-
-def _restarted(previous: CumulativeHistogram, current: CumulativeHistogram) -> bool:
-    return (previous.bounds != current.bounds or current.count < previous.count
-            or any(now < before for now, before in zip(current.cumulative, previous.cumulative)))
 
 
 async def follow_config(watcher: ConfigWatcher, collector: Collector, stop: asyncio.Event,

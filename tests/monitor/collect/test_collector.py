@@ -18,10 +18,16 @@ import yaml
 
 from exporters import schema
 from exporters.exposition import parse_page
-from monitor.collector import Collector, follow_config, next_slot
-from monitor.config import ConfigWatcher, MonitorConfig
-from monitor.derive import derive
-from monitor.snapshot import HistogramDelta, Snapshot, TargetState, merge_snapshots, series_key
+from monitor.collect.collector import Collector, follow_config, next_slot
+from monitor.collect.config import ConfigWatcher, MonitorConfig
+from monitor.collect.derive import derive
+from monitor.collect.snapshot import (
+    HistogramDelta,
+    Snapshot,
+    TargetState,
+    merge_snapshots,
+    series_key,
+)
 from tests.reference_server.server_fixture import running_server
 
 UP, FIRST, DOWN = TargetState.UP, TargetState.FIRST, TargetState.DOWN

@@ -20,7 +20,7 @@ from typing import Final, TypeVar
 from exporters import schema
 from exporters.buckets import SLO_THRESHOLDS_SECONDS, interpolate_quantile
 from exporters.schema import SCHEMA, MetricType
-from monitor.snapshot import (
+from monitor.collect.snapshot import (
     GaugeStats,
     HistogramDelta,
     SeriesKey,

@@ -1,6 +1,6 @@
 """What a reload reads and reports: SLO files parsed again only when they changed, target and
-section changes named; `inferwatch collect` reloads on SIGHUP (monitor/reload.py; the service
-end to end is in tests/monitor/api/test_reload.py)."""
+section changes named; `inferwatch collect` reloads on SIGHUP (monitor/service/reload.py; the
+service end to end is in tests/monitor/api/test_reload.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from monitor.config import parse_config
-from monitor.reload import Changes, SloFiles, restart_required, target_changes
+from monitor.collect.config import parse_config
+from monitor.service.reload import Changes, SloFiles, restart_required, target_changes
 from monitor.slo.loaders import SloFileError
-from tests.monitor.test_collect_cli import wait_for_line
+from tests.monitor.collect.test_cli import wait_for_line
 
 
 def native(*names: str, objective: float = 0.99) -> str:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from exporters import schema
-from monitor.derive import derive
+from monitor.collect.derive import derive
 from monitor.store import Selector, open_store, window
 from tests.reference_server.server_fixture import running_server
 

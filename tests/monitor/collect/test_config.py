@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.config import (
+from monitor.collect.config import (
     DEFAULT_STORE_URL,
     ConfigError,
     ConfigWatcher,
@@ -17,7 +17,7 @@ from monitor.config import (
     parse_config,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 GOOD = """\
 defaults: {scrape_interval_seconds: 10, scrape_timeout_seconds: 2, labels: {deployment: dev}}
@@ -148,7 +148,7 @@ def test_the_watcher_picks_up_an_edit_and_keeps_the_old_config_on_a_bad_one(
     reloaded = watcher.poll()
     assert reloaded is not None and [t.name for t in reloaded.targets] == ["a", "c"]
 
-    with caplog.at_level(logging.ERROR, logger="monitor.config"):
+    with caplog.at_level(logging.ERROR, logger="monitor.collect.config"):
         edit(path, GOOD + "  - {name: a, url: 'http://h/m'}\n")  # a duplicate name
         assert watcher.poll() is None
         assert watcher.poll() is None  # reported once, not on every poll

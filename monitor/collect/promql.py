@@ -9,7 +9,7 @@ Increase semantics. PromQL's ``increase(m[w])`` is not used: it extrapolates to 
 edges (non-integer results for integer counters) and ignores what happened between the last
 sample before the window and the first one inside it, so adjacent windows do not add up to
 the total. Instead two raw-sample queries are made and the increase is computed here with
-the collector's rules (monitor.collector), applied to every scrape Prometheus made:
+the collector's rules (monitor.collect.collector), applied to every scrape Prometheus made:
 
     increase over (start, end] = value of the last sample <= end - value of the last sample
                                  <= start, adding back the value before each counter reset
@@ -49,7 +49,7 @@ import httpx
 import pydantic
 
 from exporters.schema import SCHEMA, MetricSpec, MetricType
-from monitor.snapshot import (
+from monitor.collect.snapshot import (
     GaugeStats,
     HistogramDelta,
     SeriesKey,

@@ -1,0 +1,106 @@
+"""Where a target's snapshots come from: the seam between the scheduler and the data.
+
+A ``TargetSource`` answers one question: what did this target do over [start, end)? The
+collector (monitor/collect/collector.py) asks it on the target's interval. Two sources exist:
+
+- ``ScrapeSource``: the embedded scraper. It fetches the target's /metrics page, normalizes it
+  to the inferwatch schema (the target's engine table) and turns it into increases against the
+  last good reading (monitor/collect/deltas.py). A failed scrape forgets that reading.
+- ``PromQLTargetSource``: the target's series read from a Prometheus-compatible API (a target
+  with ``promql_selector``), lagging ``promql_delay_seconds`` behind now so the scrape engine
+  has written the window (monitor/collect/promql.py does the queries).
+
+Both return a DOWN snapshot with the reason when the data cannot be had; anything else they
+raise is a bug, which the collector turns into a DOWN snapshot too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol
+
+import httpx
+
+from exporters.fetch import ScrapeError, fetch_page_async
+from monitor.collect.config import TargetConfig
+from monitor.collect.deltas import build_snapshot
+from monitor.collect.promql import PromQLError, PromQLSource
+from monitor.collect.scrape import Reading, normalize_text, read_page
+from monitor.collect.snapshot import Snapshot, TargetState
+
+HttpClient = Callable[[], httpx.AsyncClient]
+
+
+class TargetSource(Protocol):
+    async def snapshot(self, start: float | None, end: float) -> Snapshot:
+        """The target over [start, end); ``start`` is None for the first attempt."""
+
+    def reset(self) -> None:
+        """Forget what was read so far (after a failure the collector could not attribute)."""
+
+
+class ScrapeSource:
+    """A target's /metrics page, scraped by the monitor itself."""
+
+    def __init__(self, target: TargetConfig, http: HttpClient,
+                 max_bytes: Callable[[], int]) -> None:
+        self.target = target
+        self._http = http
+        self._max_bytes = max_bytes
+        self.previous: Reading | None = None  # last good scrape; None: the next one is FIRST
+
+    async def snapshot(self, start: float | None, end: float) -> Snapshot:
+        target, max_bytes = self.target, self._max_bytes()
+        start = end if start is None else start
+        try:
+            text = await fetch_page_async(self._http(), target.url,
+                                          target.scrape_timeout_seconds, max_bytes)
+            # In a thread: parsing a large page must not stall the event loop, where it would
+            # make the other targets' fetches overrun their timeouts.
+            reading = await asyncio.to_thread(_read, text, target, max_bytes)
+        except ScrapeError as exc:
+            self.previous = None
+            return Snapshot(target.name, start, end, TargetState.DOWN, f"{exc.reason}: {exc}")
+        snapshot = build_snapshot(target.name, self.previous, reading, start, end)
+        self.previous = reading
+        return snapshot
+
+    def reset(self) -> None:
+        self.previous = None
+
+
+class PromQLTargetSource:
+    """A target's series in a Prometheus-compatible API, picked by its ``promql_selector``."""
+
+    def __init__(self, target: TargetConfig, http: HttpClient) -> None:
+        assert target.promql_selector is not None
+        self.target = target
+        self._http = http
+
+    async def snapshot(self, start: float | None, end: float) -> Snapshot:
+        target, delay = self.target, self.target.promql_delay_seconds
+        if start is None:  # no window yet: the next one starts here
+            return Snapshot(target.name, end - delay, end - delay, TargetState.FIRST)
+        source = PromQLSource(target.url, self._http(), target.scrape_timeout_seconds,
+                              target.promql_selector or "")
+        try:
+            return await source.snapshot(target.name, start - delay, end - delay)
+        except PromQLError as exc:  # an invalid selector: the config's fault, say so each time
+            return Snapshot(target.name, start - delay, end - delay, TargetState.DOWN,
+                            f"promql: {exc}")
+
+    def reset(self) -> None:
+        pass  # each window is read whole from the API: nothing carried between attempts
+
+
+def source_for(target: TargetConfig, http: HttpClient,
+               max_bytes: Callable[[], int]) -> TargetSource:
+    """The source a target's config asks for."""
+    if target.promql_selector is not None:
+        return PromQLTargetSource(target, http)
+    return ScrapeSource(target, http, max_bytes)
+
+
+def _read(text: str, target: TargetConfig, max_bytes: int) -> Reading:
+    return read_page(normalize_text(text, target, max_bytes))
