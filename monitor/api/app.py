@@ -11,7 +11,6 @@ from fastapi import FastAPI, Request, Response
 from monitor.api.errors import install_error_handlers
 from monitor.api.routers import alerts, health, runs, slos, status, targets
 from monitor.api.state import ServiceState
-from monitor.ui import make_router as ui_router
 
 DESCRIPTION = """\
 Observability and SLO monitoring for LLM inference. Reads are open; anything that changes
@@ -26,6 +25,9 @@ def create_app(state: ServiceState) -> FastAPI:
     install_error_handlers(app)
     for module in (health, slos, targets, alerts, runs, status):
         app.include_router(module.router)
+    # Imported here: the UI's routes import the API's dependencies, so a module-level import
+    # would make `import monitor.ui` alone a circular import.
+    from monitor.ui.routes import make_router as ui_router
     app.include_router(ui_router())
 
     @app.middleware("http")
