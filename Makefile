@@ -7,8 +7,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # The PostgreSQL that .ci/system-deps sets up; the store's tests run on it and on SQLite.
 export INFERWATCH_TEST_POSTGRES_URL ?= postgresql+psycopg://inferwatch:inferwatch@127.0.0.1/inferwatch
+# The live engine the tests start (tests/live/): vLLM's CPU build in a venv of its own and a
+# tiny random-weight Llama built here (no downloads).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+TINY_MODEL := build/tiny-llama
+export INFERWATCH_VLLM_VENV ?= $(CURDIR)/$(VLLM_VENV)
+export INFERWATCH_TINY_MODEL ?= $(CURDIR)/$(TINY_MODEL)
 
-.PHONY: install system-deps run test lint bench clean
+.PHONY: install system-deps live-engines run test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +25,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(VLLM_STAMP): tests/live/install_vllm.sh
+	PYTHON=$(PYTHON) tests/live/install_vllm.sh $(VLLM_VENV)
+
+$(TINY_MODEL)/config.json: $(STAMP) tests/live/tiny_model.py
+	$(PY) -m tests.live.tiny_model $(TINY_MODEL)
+
+live-engines: $(VLLM_STAMP) $(TINY_MODEL)/config.json
 
 system-deps:
 	.ci/system-deps
@@ -29,7 +44,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy reference_server exporters monitor bench
 
-test: lint system-deps
+test: lint system-deps live-engines
 	$(PY) -m pytest -q -ra
 
 bench: install
@@ -37,4 +52,4 @@ bench: install
 	$(PY) -m bench.hf_generate
 
 clean:
-	rm -rf $(VENV) .pytest_cache bench/out
+	rm -rf $(VENV) $(VLLM_VENV) $(TINY_MODEL) .pytest_cache bench/out

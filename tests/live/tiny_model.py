@@ -35,10 +35,9 @@ SPECIALS = ["<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>"]
 
 def corpus() -> Iterator[str]:
     """The repository's own prose and code: enough text for a 2k-token BPE vocabulary."""
-    for pattern in ("*.md", "**/*.py", "**/*.yaml"):
+    for pattern in ("*.md", "docs/*.md", "monitor/**/*.py", "exporters/**/*.py",
+                    "reference_server/*.py", "alerts/*.yaml"):
         for path in sorted(REPO.glob(pattern)):
-            if ".venv" in path.parts or "node_modules" in path.parts:
-                continue
             try:
                 yield path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):

@@ -1,0 +1,128 @@
+"""A real vLLM (the CPU build, `make live-engines`) serving the tiny model, for the live-engine
+tests: started on a free port, ready once /health answers, stopped by its process group.
+
+Where the venv or the model is missing, or vLLM does not start, the test skips saying why (or
+fails under INFERWATCH_REQUIRE_INTEGRATION=1, as CI runs: see ``tests.integration``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.integration import unavailable
+from tests.processes import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+SERVED_NAME = "tiny"
+# Measured here: about 60 s on an idle 2-core machine, 4 minutes with other jobs on it.
+START_TIMEOUT_SECONDS = 600.0
+MAX_MODEL_LEN = 1024
+
+
+def vllm_venv() -> Path:
+    return Path(os.environ.get("INFERWATCH_VLLM_VENV", REPO / ".venv-vllm"))
+
+
+def tiny_model() -> Path:
+    return Path(os.environ.get("INFERWATCH_TINY_MODEL", REPO / "build" / "tiny-llama"))
+
+
+@dataclass(frozen=True)
+class RunningVllm:
+    url: str           # http://127.0.0.1:PORT, the OpenAI API under /v1
+    pid: int
+    model: str         # the served model name
+    log: Path
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self.url}/metrics"
+
+
+def _environment(home: str) -> dict[str, str]:
+    return {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HOME": home,
+            # Compiled kernels are kept between starts (the second start skips the compilation).
+            "VLLM_CACHE_ROOT": str(REPO / "build" / "vllm-cache")}
+
+
+@contextmanager
+def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS
+                 ) -> Iterator[RunningVllm]:
+    """`vllm serve` of the tiny model with ``extra_args``; stopped (SIGTERM, then SIGKILL of
+    its process group) when the block ends."""
+    executable, model = vllm_venv() / "bin" / "vllm", tiny_model()
+    if not executable.is_file():
+        unavailable(f"live-engine tests need vLLM's CPU build in {vllm_venv()} "
+                    "(make live-engines)")
+    if not (model / "config.json").is_file():
+        unavailable(f"live-engine tests need the tiny model in {model} (make live-engines)")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="inferwatch-vllm-") as home:
+        log = Path(home) / "vllm.log"
+        command: Sequence[str] = [
+            str(executable), "serve", str(model), "--served-model-name", SERVED_NAME,
+            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(MAX_MODEL_LEN),
+            "--dtype", "float32", *extra_args]
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                       env=_environment(home), start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(url, process, log, timeout)
+            yield RunningVllm(url, process.pid, SERVED_NAME, log)
+        finally:
+            stop(process)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path,
+                  timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            unavailable(f"vllm serve exited with {process.returncode} before answering; its "
+                        f"log ends:\n{_tail(log)}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    unavailable(f"vllm serve did not answer {url}/health within {timeout:g} s; its log "
+                f"ends:\n{_tail(log)}")
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """SIGTERM to vLLM's process group (the API server, its engine core and workers), SIGKILL
+    after ``timeout``; reaped either way."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout)
+        except ProcessLookupError:
+            pass
+    try:  # workers left behind in the group, if the server died before them
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
