@@ -182,7 +182,8 @@ def _row_found(row: Row, by_name: Mapping[str, list[Mapping[str, str]]]) -> bool
     for source in row.sources:
         names = ((source + "_bucket", source + "_count")
                  if row.target.type is MetricType.HISTOGRAM else (source,))
-        if not any(_matches(labels, row.match) for name in names for labels in by_name.get(name, ())):
+        found = (labels for name in names for labels in by_name.get(name, ()))
+        if not any(_matches(labels, row.match) for labels in found):
             return False
     return True
 
