@@ -116,14 +116,17 @@ def coverage(page: ParsedPage, engines: Sequence[str]) -> Coverage:
 
 
 def family_name(family: Family) -> str:
-    """The family as tables name it: a counter with ``_total`` (OpenMetrics drops it)."""
-    if family.type == "counter" and not family.name.endswith("_total"):
-        return family.name + "_total"
-    return family.name
+    """The family as tables name it: a counter with ``_total`` (OpenMetrics drops it from
+    ``# TYPE``), unless its samples go without (Triton's counters)."""
+    if family.type != "counter" or family.name.endswith("_total"):
+        return family.name
+    if any(sample.name == family.name for sample in family.samples):
+        return family.name
+    return family.name + "_total"
 
 
 def _aliases(name: str) -> tuple[str, ...]:
-    # A 0.0.4 counter's family is x_total; an untyped one (Triton) may be named without it.
+    # A table may name a counter with or without _total (Triton's have none).
     return (name, name + "_total")
 
 
@@ -131,22 +134,28 @@ def _decide(family: Family, sources: set[str], reasons: Mapping[str, str]
             ) -> tuple[str, str] | None:
     """("mapped" | "not_mapped" | "ignored", detail), or None when nobody decided."""
     name = family_name(family)
-    decision = _decide_name(name, sources, reasons)
-    if decision is not None or not name.endswith(_CREATED):
+    decision = _by_table(name, sources, reasons)
+    if decision is not None:
         return decision
-    # A 0.0.4 x_created gauge: ignored when x (x_total for a counter) is decided.
-    if _decide_name(name.removesuffix(_CREATED), sources, reasons) is not None:
+    # A 0.0.4 x_created gauge: ignored when x (x_total for a counter) is decided, under the
+    # same rule as OpenMetrics' x_created sample inside x's family.
+    base = name.removesuffix(_CREATED)
+    if base != name and (_by_table(base, sources, reasons) or _by_prefix(base)):
         return "ignored", CREATED_RULE
-    return None
+    return _by_prefix(name)
 
 
-def _decide_name(name: str, sources: set[str], reasons: Mapping[str, str]
-                 ) -> tuple[str, str] | None:
+def _by_table(name: str, sources: set[str], reasons: Mapping[str, str]
+              ) -> tuple[str, str] | None:
     for alias in _aliases(name):
         if alias in sources:
             return "mapped", ""
         if alias in reasons:
             return "not_mapped", reasons[alias]
+    return None
+
+
+def _by_prefix(name: str) -> tuple[str, str] | None:
     rule = next((rule for rule in IGNORE_RULES if name.startswith(rule.prefix)), None)
     return ("ignored", rule.name) if rule is not None else None
 
