@@ -44,8 +44,8 @@ IGNORE_RULES: Final[tuple[IgnoreRule, ...]] = (
                "prometheus_client's process collector: the server process's CPU, memory, fds"),
     IgnoreRule("python_*", "python_", "prometheus_client's platform and garbage-collector "
                "collectors"),
-    IgnoreRule("http_*", "http_", "the API server's HTTP middleware (requests as the HTTP "
-               "layer saw them, not the engine)"),
+    IgnoreRule("http_*", "http_", "the API server's HTTP middleware: requests as the HTTP "
+               "layer saw them, not the engine"),
 )
 IGNORE_WHY: Final[Mapping[str, str]] = {
     **{rule.name: rule.why for rule in IGNORE_RULES},
