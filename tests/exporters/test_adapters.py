@@ -24,7 +24,7 @@ from exporters.adapters import (
 from exporters.adapters.coverage import family_name
 from exporters.exposition import parse_page
 from exporters.instrumentation import PrometheusEngineMetrics, RequestStats, StepStats
-from exporters.schema import ENGINE_SPECS
+from exporters.schema import ENGINE_SPECS, GPU_SPECS
 
 from .engine_fixtures import CATALOGS, PAGES, CatalogRow, catalog, parse_fixture, read_fixture
 
@@ -99,6 +99,7 @@ BAD_TABLES = {
         " values: {r: {done: finished}}}]"),
     "schema metric neither mapped nor missing": "rows: []",
     "missing name not in the schema": "rows: []\nmissing: [gpu_fan_speed]",
+    "legacy not a boolean": "rows: [{target: gpu_power_watts, source: x, legacy: 'V0'}]",
 }
 
 
@@ -107,6 +108,16 @@ def test_a_bad_table_is_refused_naming_the_file(tmp_path: Path, body: str) -> No
     path = tmp_path / "bad.yaml"
     path.write_text(f"engine: bad\nkind: gpu\ndetect: [bad_]\n{body}\n", encoding="utf-8")
     with pytest.raises(MappingTableError, match=r"bad\.yaml"):
+        load_table(path)
+
+
+def test_a_source_both_mapped_and_listed_not_mapped_is_refused(tmp_path: Path) -> None:
+    others = [spec.name for spec in GPU_SPECS if spec.name != "gpu_power_watts"]
+    path = tmp_path / "bad.yaml"
+    path.write_text("engine: bad\nkind: gpu\ndetect: [bad_]\n"
+                    "rows: [{target: gpu_power_watts, source: bad_watts}]\n"
+                    f"missing: {others}\nnot_mapped: {{bad_watts: why not}}\n", encoding="utf-8")
+    with pytest.raises(MappingTableError, match=r"bad\.yaml: \['bad_watts'\] are both"):
         load_table(path)
 
 
