@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from exporters import schema
 from exporters.fast_histogram import SingleWriterHistogram
-from exporters.schema import ENGINE_SPECS, LABEL_VALUES, MetricSpec, MetricType
+from exporters.schema import IN_PROCESS_ENGINE_SPECS, LABEL_VALUES, MetricSpec, MetricType
 
 
 @dataclass(slots=True)
@@ -92,9 +92,10 @@ class _Families:
 
 
 def _build_families(registry: CollectorRegistry, model: str) -> _Families:
-    """Every engine metric of the schema on ``registry``, built from the spec data."""
+    """Every in-process engine metric of the schema on ``registry``, built from the spec data
+    (those only engines export, ``in_process=False``, have nothing to record here)."""
     families = _Families({}, {}, {})
-    for spec in ENGINE_SPECS:
+    for spec in IN_PROCESS_ENGINE_SPECS:
         metric: Counter | Gauge | SingleWriterHistogram
         if spec.type is MetricType.COUNTER:
             metric = families.counters[spec.name] = Counter(

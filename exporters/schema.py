@@ -25,6 +25,10 @@ ERROR_TYPE: Final = "error_type"
 STAGE: Final = "stage"
 GPU: Final = "gpu"
 UUID: Final = "uuid"
+# Labels with the engine's own (open) value sets; only mapped from engines, never instrumented.
+REASON: Final = "reason"
+SLEEP_STATE: Final = "sleep_state"
+CACHE_TIER: Final = "tier"
 
 FINISH_REASONS: Final[tuple[str, ...]] = ("stop", "length", "abort", "error", "timeout")
 ERROR_TYPES: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected", "bad_request")
@@ -44,10 +48,18 @@ REQUESTS: Final = "gen_ai_server_requests"
 REQUEST_ERRORS: Final = "gen_ai_server_request_errors"
 PREEMPTIONS: Final = "gen_ai_server_preemptions"
 ENGINE_STEPS: Final = "gen_ai_server_engine_steps"
+PREFIX_CACHE_QUERIES: Final = "gen_ai_server_prefix_cache_queries"
+PREFIX_CACHE_HITS: Final = "gen_ai_server_prefix_cache_hits"
+PROMPT_TOKENS_CACHED_BY_TIER: Final = "gen_ai_server_prompt_tokens_cached_by_tier"
+ESTIMATED_FLOPS: Final = "gen_ai_server_estimated_flops"
+ESTIMATED_MEMORY_READ_BYTES: Final = "gen_ai_server_estimated_memory_read_bytes"
+ESTIMATED_MEMORY_WRITE_BYTES: Final = "gen_ai_server_estimated_memory_write_bytes"
 
 REQUESTS_RUNNING: Final = "gen_ai_server_requests_running"
 REQUESTS_WAITING: Final = "gen_ai_server_requests_waiting"
 REQUESTS_SWAPPED: Final = "gen_ai_server_requests_swapped"
+REQUESTS_WAITING_BY_REASON: Final = "gen_ai_server_requests_waiting_by_reason"
+ENGINE_SLEEP_STATE: Final = "gen_ai_server_engine_sleep_state"
 BATCH_SIZE_MAX: Final = "gen_ai_server_batch_size_max"
 BATCHED_TOKENS_MAX: Final = "gen_ai_server_batched_tokens_max"
 KV_CACHE_USAGE_RATIO: Final = "gen_ai_server_kv_cache_usage_ratio"
@@ -99,6 +111,10 @@ class MetricSpec:
     labels: tuple[str, ...]
     buckets: tuple[float, ...] | None = None  # histograms only: finite upper bounds
     otel_name: str | None = None  # OpenTelemetry GenAI semconv name, where one exists
+    # False: only engines' pages provide it (mapped by an adapter table); the in-process
+    # instrumentation (reference server) does not build it, and its identity table lists
+    # it as missing.
+    in_process: bool = True
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -116,12 +132,15 @@ class MetricSpec:
         return f"{self.name}_total" if self.type is MetricType.COUNTER else self.name
 
 
-def _counter(name: str, unit: str, help: str, *extra: str) -> MetricSpec:
-    return MetricSpec(name, MetricType.COUNTER, unit, help, (MODEL, *extra))
+def _counter(name: str, unit: str, help: str, *extra: str, in_process: bool = True
+             ) -> MetricSpec:
+    return MetricSpec(name, MetricType.COUNTER, unit, help, (MODEL, *extra),
+                      in_process=in_process)
 
 
-def _gauge(name: str, unit: str, help: str) -> MetricSpec:
-    return MetricSpec(name, MetricType.GAUGE, unit, help, (MODEL,))
+def _gauge(name: str, unit: str, help: str, *extra: str, in_process: bool = True
+           ) -> MetricSpec:
+    return MetricSpec(name, MetricType.GAUGE, unit, help, (MODEL, *extra), in_process=in_process)
 
 
 def _histogram(
@@ -169,6 +188,26 @@ _COUNTERS: Final[tuple[MetricSpec, ...]] = (
              "Sequences preempted by the scheduler to free KV-cache blocks"),
     _counter(ENGINE_STEPS, "steps",
              "Engine iterations (schedule, run, postprocess) completed"),
+    # From engines only (in_process=False): what vLLM exports beyond the core set.
+    _counter(PREFIX_CACHE_QUERIES, "tokens",
+             "Prompt tokens looked up in the engine's local prefix cache (the hit ratio's "
+             "denominator)", in_process=False),
+    _counter(PREFIX_CACHE_HITS, "tokens",
+             "Prompt tokens found in the engine's local prefix cache, of those looked up",
+             in_process=False),
+    _counter(PROMPT_TOKENS_CACHED_BY_TIER, "tokens",
+             "Prompt tokens served from a cache instead of being computed, by the cache tier "
+             "that supplied them (the engine's own names: device, host, disk, p2p ...)",
+             CACHE_TIER, in_process=False),
+    _counter(ESTIMATED_FLOPS, "flops",
+             "Floating-point operations the engine estimates it executed, per GPU (model "
+             "FLOPs utilisation: the rate over the GPU's peak)", in_process=False),
+    _counter(ESTIMATED_MEMORY_READ_BYTES, "bytes",
+             "Bytes the engine estimates it read from accelerator memory, per GPU (memory "
+             "bandwidth utilisation: the rate over the GPU's peak)", in_process=False),
+    _counter(ESTIMATED_MEMORY_WRITE_BYTES, "bytes",
+             "Bytes the engine estimates it wrote to accelerator memory, per GPU",
+             in_process=False),
 )
 
 _GAUGES: Final[tuple[MetricSpec, ...]] = (
@@ -193,6 +232,13 @@ _GAUGES: Final[tuple[MetricSpec, ...]] = (
            "Tokens held by one KV-cache block, as configured in the engine"),
     _gauge(KV_CACHE_MEMORY_BYTES, "bytes",
            "Accelerator memory the engine allocated for its KV cache"),
+    _gauge(REQUESTS_WAITING_BY_REASON, "requests",
+           "Requests waiting to be scheduled by the engine's reason (vLLM: capacity, "
+           "deferred); the reasons add up to the requests waiting", REASON, in_process=False),
+    _gauge(ENGINE_SLEEP_STATE, "",
+           "1 for the engine's current sleep state, 0 for the others (vLLM: awake, "
+           "weights_offloaded, discard_all); a sleeping engine serves nothing",
+           SLEEP_STATE, in_process=False),
 )
 
 _HISTOGRAMS: Final[tuple[MetricSpec, ...]] = (
@@ -256,6 +302,9 @@ GPU_SPECS: Final[tuple[MetricSpec, ...]] = (
 )
 
 SCHEMA: Final[tuple[MetricSpec, ...]] = ENGINE_SPECS + GPU_SPECS
+# The engine metrics the in-process instrumentation builds (the reference server's page).
+IN_PROCESS_ENGINE_SPECS: Final[tuple[MetricSpec, ...]] = tuple(
+    spec for spec in ENGINE_SPECS if spec.in_process)
 
 _BY_NAME: Final[Mapping[str, MetricSpec]] = MappingProxyType({
     alias: spec for spec in SCHEMA for alias in (spec.name, spec.exposed_name)

@@ -38,6 +38,10 @@ COMMANDS: Final[tuple[Command, ...]] = (
             "serve an engine's /metrics in the inferwatch schema"),
     Command("collect", "monitor.collect.cli",
             "scrape the targets of inferwatch.yaml into the store"),
+    Command("doctor", "monitor.collect.doctor",
+            "an engine's /metrics page against its mapping table: version, mapped, not "
+            "mapped, ignored, undecided and missing metrics (exit 1 if any undecided or "
+            "missing)"),
     Command("serve", "monitor.service.cli",
             "the monitor service: collector, SLO evaluation, alerting and the HTTP API"),
     Command("demo", "monitor.demo",

@@ -2,6 +2,8 @@
 
 The tables are data (mappings/<engine>.yaml); ``normalize`` applies one to a page parsed by
 ``exporters.exposition.parse_page``, ``detect_engine`` picks the table from the metric names.
+``exporters.adapters.coverage`` says whether every family on a page is decided (mapped, not
+mapped or ignored).
 """
 
 from exporters.adapters.detect import detect_engine, detect_engines

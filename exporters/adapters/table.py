@@ -11,13 +11,16 @@ One file per engine. Each row maps one engine metric (or a sum of a few) onto on
       value_from_label: num_gpu_blocks     # the value is this label's (an info-style gauge)
       keep_labels: []                      # keep only these labels (after renames)
       sum_of: [A, B]                       # instead of source: the sum of gauges, per label set
+      legacy: true                         # a name only older releases export (see below)
       note: why this mapping is an approximation, where it is one
 
 Rows with the same target are alternatives in file order: a series (label set) produced by an
 earlier row wins over the same series from a later one (a V1 name over its deprecated V0 twin).
 Per engine, ``missing`` lists the schema metrics the engine does not provide, and every schema
 metric of the engine's kind is either a row target or missing. ``not_mapped`` names engine
-metrics deliberately left out, with the reason.
+metrics deliberately left out, with the reason. A ``legacy`` row reads a name that only older
+releases export: when its source is absent from a page, that is no sign of a renamed or removed
+metric (``exporters.adapters.coverage``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ KINDS: Final[Mapping[str, tuple[MetricSpec, ...]]] = MappingProxyType({
 })
 _ROW_KEYS: Final = frozenset({
     "target", "source", "sum_of", "match", "scale", "labels", "values", "value_from_label",
-    "keep_labels", "note",
+    "keep_labels", "note", "legacy",
 })
 _TABLE_KEYS: Final = frozenset({
     "engine", "kind", "detect", "labels", "rows", "missing", "not_mapped", "identity",
@@ -71,6 +74,7 @@ class Row:
     value_from_label: str | None
     keep_labels: frozenset[str] | None
     position: str  # "vllm.yaml rows[3]", for messages
+    legacy: bool = False  # a name only older releases export
 
     @property
     def is_sum(self) -> bool:
@@ -119,17 +123,24 @@ def load_table(path: Path) -> EngineTable:
     kind = table.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise MappingTableError(f"{where}: 'kind' must be one of {sorted(KINDS)}, got {kind!r}")
+    identity_missing: tuple[str, ...] = ()
     if table.get("identity"):
         rows = _identity_rows(where)
+        # What the in-process instrumentation does not build, no page of ours carries.
+        identity_missing = tuple(spec.name for spec in KINDS[kind] if not spec.in_process)
     else:
         renames = _str_mapping(table.get("labels", {}), f"{where} labels")
         raw_rows = table.get("rows") or []
         if not isinstance(raw_rows, list):
             raise MappingTableError(f"{where}: 'rows' must be a list")
         rows = tuple(_row(raw, renames, f"{where} rows[{i}]") for i, raw in enumerate(raw_rows))
-    missing = tuple(_str_list(table.get("missing", []), f"{where} missing"))
+    missing = identity_missing + tuple(_str_list(table.get("missing", []), f"{where} missing"))
     _check_coverage(rows, missing, KINDS[kind], where)
     not_mapped = _str_mapping(table.get("not_mapped", {}), f"{where} not_mapped")
+    # A sum_of term may be listed too (used only in a sum); a whole source may not.
+    both = sorted({row.sources[0] for row in rows if not row.is_sum} & set(not_mapped))
+    if both:
+        raise MappingTableError(f"{where}: {both} are both row sources and not_mapped")
     detect = tuple(_str_list(table.get("detect", []), f"{where} detect"))
     if not detect:
         raise MappingTableError(f"{where}: 'detect' needs at least one metric name prefix")
@@ -155,9 +166,12 @@ def _row(raw: object, renames: Mapping[str, str], where: str) -> Row:
     values = _values(row.get("values", {}), labels, target, where)
     keep = row.get("keep_labels")
     keep_labels = None if keep is None else frozenset(_str_list(keep, f"{where} keep_labels"))
+    legacy = row.get("legacy", False)
+    if not isinstance(legacy, bool):
+        raise MappingTableError(f"{where}: 'legacy' must be true or false, got {legacy!r}")
     return Row(target, sources, MappingProxyType(_str_mapping(row.get("match", {}), where)),
                float(scale), MappingProxyType(labels), values, value_from_label, keep_labels,
-               where)
+               where, legacy)
 
 
 def _target(name: object, where: str) -> MetricSpec:
@@ -205,7 +219,7 @@ def _identity_rows(where: str) -> tuple[Row, ...]:
     return tuple(
         Row(spec, (spec.name if spec.type is MetricType.HISTOGRAM else spec.exposed_name,),
             empty, 1.0, empty, MappingProxyType({}), None, None, f"{where} identity {spec.name}")
-        for spec in SCHEMA
+        for spec in SCHEMA if spec.in_process
     )
 
 

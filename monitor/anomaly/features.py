@@ -24,6 +24,7 @@ from monitor.store.queries import counter_series, gauge_series, histogram_series
 THROUGHPUT: Final = "tokens_per_second"
 OUTPUT_THROUGHPUT: Final = "output_tokens_per_second"  # shown by the API, not scored
 OFFERED_LOAD: Final = "offered_requests_per_second"
+PREFIX_CACHE_HIT_RATIO: Final = "prefix_cache_hit_ratio"  # shown by the API, not scored
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,8 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
     errors = counter(schema.REQUEST_ERRORS)
     rejected = counter(schema.REQUEST_ERRORS, {schema.ERROR_TYPE: "rejected"})
     preemptions = counter(schema.PREEMPTIONS)
+    cache_hits = counter(schema.PREFIX_CACHE_HITS)
+    cache_queries = counter(schema.PREFIX_CACHE_QUERIES)
     running, waiting = gauge(schema.REQUESTS_RUNNING), gauge(schema.REQUESTS_WAITING)
     batch_max, kv = gauge(schema.BATCH_SIZE_MAX), gauge(schema.KV_CACHE_USAGE_RATIO)
     memory = gauge(schema.GPU_MEMORY_USED_BYTES)
@@ -115,6 +118,8 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
             "gpu_memory_used_bytes": _stat(memory[k], lambda g: g.mean),
             "preemptions_per_second": _zero_if_nan(preemptions[k], finished[k]) / seconds,
             "batch_utilization": _utilization(running[k], batch_max[k]),
+            PREFIX_CACHE_HIT_RATIO: (cache_hits[k] / cache_queries[k]
+                                     if cache_queries[k] > 0 else math.nan),
         }))
     return rows[1:]
 

@@ -116,6 +116,9 @@ class Derived:
     batch_utilization: float  # mean running requests / max batch size
     kv_cache_usage_ratio_mean: float
     kv_cache_usage_ratio_max: float
+    # Prompt tokens found in the prefix cache / looked up, over the window (engines that
+    # count lookups: vLLM); a ratio of sums, so replicas weigh by their lookups.
+    prefix_cache_hit_ratio: float
     gpu_memory_used_bytes: float  # mean reading, summed over the target's GPUs
     queue_depth_mean: float
     queue_depth_max: float
@@ -152,8 +155,8 @@ class Derived:
 _SCALARS: Final = (
     "prompt_tokens_per_second", "generation_tokens_per_second", "requests_per_second",
     "batch_utilization", "kv_cache_usage_ratio_mean", "kv_cache_usage_ratio_max",
-    "gpu_memory_used_bytes", "queue_depth_mean", "queue_depth_max", "num_requests",
-    "duration_seconds",
+    "prefix_cache_hit_ratio", "gpu_memory_used_bytes", "queue_depth_mean", "queue_depth_max",
+    "num_requests", "duration_seconds",
 )
 
 
@@ -210,6 +213,8 @@ def derive(snapshot: Snapshot, where: Mapping[str, str] | None = None) -> Derive
                                  _sum(view.gauge_means(schema.BATCH_SIZE_MAX))),
         kv_cache_usage_ratio_mean=kv_mean,
         kv_cache_usage_ratio_max=kv_max,
+        prefix_cache_hit_ratio=_ratio(view.counter_total(schema.PREFIX_CACHE_HITS),
+                                      view.counter_total(schema.PREFIX_CACHE_QUERIES)),
         gpu_memory_used_bytes=_sum(view.gauge_means(schema.GPU_MEMORY_USED_BYTES)),
         # Several series (engine indexes): the sum of maxima, an upper bound of the max of sums.
         queue_depth_mean=_sum([stats.mean for stats in waiting]),

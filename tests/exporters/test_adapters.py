@@ -21,8 +21,10 @@ from exporters.adapters import (
     normalize,
     normalize_engines,
 )
+from exporters.adapters.coverage import family_name
 from exporters.exposition import parse_page
 from exporters.instrumentation import PrometheusEngineMetrics, RequestStats, StepStats
+from exporters.schema import ENGINE_SPECS, GPU_SPECS
 
 from .engine_fixtures import CATALOGS, PAGES, CatalogRow, catalog, parse_fixture, read_fixture
 
@@ -70,10 +72,16 @@ def test_every_catalog_metric_is_mapped_or_listed_as_not_mapped(engine: str) -> 
     assert [row.name for row in catalog(engine) if row.name not in named] == []
 
 
+# Pages recorded from a running engine: their names are known as surely as the catalog's.
+LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",)}
+
+
 @pytest.mark.parametrize("engine", CATALOGS, ids=CATALOGS)
 def test_no_table_invents_a_metric_name(engine: str) -> None:
     table = get_table(engine)
-    known = {row.name for row in catalog(engine)}
+    known = {row.name for row in catalog(engine)} | {
+        family_name(family) for name in LIVE_PAGES.get(engine, ())
+        for family in parse_fixture(name).families.values()}
     named = {source for row in table.rows for source in row.sources} | set(table.not_mapped)
     assert sorted(named - known) == []
 
@@ -91,6 +99,7 @@ BAD_TABLES = {
         " values: {r: {done: finished}}}]"),
     "schema metric neither mapped nor missing": "rows: []",
     "missing name not in the schema": "rows: []\nmissing: [gpu_fan_speed]",
+    "legacy not a boolean": "rows: [{target: gpu_power_watts, source: x, legacy: 'V0'}]",
 }
 
 
@@ -99,6 +108,16 @@ def test_a_bad_table_is_refused_naming_the_file(tmp_path: Path, body: str) -> No
     path = tmp_path / "bad.yaml"
     path.write_text(f"engine: bad\nkind: gpu\ndetect: [bad_]\n{body}\n", encoding="utf-8")
     with pytest.raises(MappingTableError, match=r"bad\.yaml"):
+        load_table(path)
+
+
+def test_a_source_both_mapped_and_listed_not_mapped_is_refused(tmp_path: Path) -> None:
+    others = [spec.name for spec in GPU_SPECS if spec.name != "gpu_power_watts"]
+    path = tmp_path / "bad.yaml"
+    path.write_text("engine: bad\nkind: gpu\ndetect: [bad_]\n"
+                    "rows: [{target: gpu_power_watts, source: bad_watts}]\n"
+                    f"missing: {others}\nnot_mapped: {{bad_watts: why not}}\n", encoding="utf-8")
+    with pytest.raises(MappingTableError, match=r"bad\.yaml: \['bad_watts'\] are both"):
         load_table(path)
 
 
@@ -555,6 +574,7 @@ def test_reference_server_page_is_detected_as_inferwatch_and_round_trips() -> No
         if not sample.name.endswith("_created")
     }
     assert flat(page) == expected
-    assert (page.unmapped, page.missing, page.problems) == ([], [], [])
+    engine_only = sorted(spec.name for spec in ENGINE_SPECS if not spec.in_process)
+    assert (page.unmapped, page.missing, page.problems) == ([], engine_only, [])
     assert [family.help for family in page.families] == [
         metric.documentation for metric in registry.collect()]

@@ -44,6 +44,11 @@ EXPECTED_EXPOSED_NAMES = {
     "gen_ai_server_request_decode_time_seconds", "gen_ai_server_engine_step_duration_seconds",
     "gen_ai_server_batch_size", "gen_ai_server_iteration_tokens",
     "gen_ai_server_request_prompt_tokens", "gen_ai_server_request_generation_tokens",
+    "gen_ai_server_prefix_cache_queries_total", "gen_ai_server_prefix_cache_hits_total",
+    "gen_ai_server_prompt_tokens_cached_by_tier_total", "gen_ai_server_estimated_flops_total",
+    "gen_ai_server_estimated_memory_read_bytes_total",
+    "gen_ai_server_estimated_memory_write_bytes_total",
+    "gen_ai_server_requests_waiting_by_reason", "gen_ai_server_engine_sleep_state",
     "gpu_up", "gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_memory_kv_cache_bytes",
     "gpu_utilization_ratio", "gpu_memory_bandwidth_utilization_ratio", "gpu_power_watts",
     "gpu_temperature_celsius", "gpu_sm_clock_hertz",
@@ -111,6 +116,18 @@ def test_extra_labels_are_the_documented_ones() -> None:
     assert get_spec("gen_ai_server_requests_total").labels == ("model", "finish_reason")
     assert get_spec("gen_ai_server_request_errors_total").labels == ("model", "error_type")
     assert get_spec("gen_ai_server_engine_step_duration_seconds").labels == ("model", "stage")
+    assert get_spec("gen_ai_server_requests_waiting_by_reason").labels == ("model", "reason")
+    assert get_spec("gen_ai_server_engine_sleep_state").labels == ("model", "sleep_state")
+    assert get_spec("gen_ai_server_prompt_tokens_cached_by_tier").labels == ("model", "tier")
+
+
+def test_engine_only_metrics_are_not_built_in_process() -> None:
+    """The instrumentation builds each in-process metric with every child at 0, so their
+    extra labels need closed value sets; the engine-only ones keep the engine's values."""
+    engine_only = {s.name for s in ENGINE_SPECS if not s.in_process}
+    assert "gen_ai_server_prefix_cache_hits" in engine_only
+    assert "gen_ai_server_prompt_tokens" not in engine_only
+    assert all(not s.name.startswith("gpu_") for s in ENGINE_SPECS)
 
 
 @pytest.mark.parametrize(

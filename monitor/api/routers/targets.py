@@ -7,7 +7,13 @@ from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Query
 
-from monitor.anomaly.features import OUTPUT_THROUGHPUT, SCORED, THROUGHPUT, read_features
+from monitor.anomaly.features import (
+    OUTPUT_THROUGHPUT,
+    PREFIX_CACHE_HIT_RATIO,
+    SCORED,
+    THROUGHPUT,
+    read_features,
+)
 from monitor.api.convert import finite, target_out
 from monitor.api.deps import Limit, Offset, StateDep
 from monitor.api.errors import bad_request, not_found
@@ -23,13 +29,13 @@ HEADROOM: Final = "headroom_ratio"  # against the target's capacity: block (moni
 # Metric -> unit: the anomaly detectors' per-step features, and the headroom.
 UNITS: Final[dict[str, str]] = {
     THROUGHPUT: "tokens/s", OUTPUT_THROUGHPUT: "tokens/s", "batch_utilization": "ratio",
-    HEADROOM: "ratio",
+    HEADROOM: "ratio", PREFIX_CACHE_HIT_RATIO: "ratio",
     **{f.name: f.unit or "ratio" for f in SCORED}}
 MetricName = Literal[
     "tokens_per_second", "output_tokens_per_second", "offered_requests_per_second",
     "ttft_p99_seconds", "itl_p99_seconds", "e2e_p99_seconds", "kv_cache_usage_ratio",
     "queue_depth", "error_ratio", "gpu_memory_used_bytes", "preemptions_per_second",
-    "batch_utilization", "headroom_ratio"]
+    "batch_utilization", "prefix_cache_hit_ratio", "headroom_ratio"]
 MAX_POINTS: Final = 11_000  # Prometheus' limit per range query
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 _BAD_OR_NOT_FOUND: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 400: {"model": ErrorBody}}

@@ -10,7 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
+from exporters import schema
+from monitor.collect.snapshot import Snapshot, TargetState, series_key
+from monitor.store.db import TargetInfo
 from tests.monitor.api.conftest import TOKEN, Api, build_state
+from tests.monitor.store.builders import SCRAPE_SECONDS
 from monitor.api import create_app
 from tests.asgi_thread import serving
 
@@ -94,6 +98,27 @@ def test_targets_and_a_series_of_each_targets_error_ratio(api: Api) -> None:
     before = get(api, "/api/v1/targets/ref-0/series", metric="error_ratio",
                  start="2026-01-01T00:00:00Z", end="2026-01-01T00:10:00Z").json()
     assert all(v is None for _, v in before["points"])  # no data is null, never 0
+
+
+def test_a_series_of_the_prefix_cache_hit_ratio(api: Api) -> None:
+    """vLLM's lookups and hits in tokens: 30 of 120 found each scrape; ref-0 counts none."""
+    end = api.now // 60 * 60 - 120
+    hits = series_key(schema.get_spec(schema.PREFIX_CACHE_HITS).exposed_name, {"model": "m"})
+    queries = series_key(schema.get_spec(schema.PREFIX_CACHE_QUERIES).exposed_name,
+                         {"model": "m"})
+    api.state.store.register_target(TargetInfo("vllm-0", "http://127.0.0.1:9/metrics", "vllm",
+                                               {"model": "m"}))
+    api.state.store.write([
+        Snapshot("vllm-0", t - SCRAPE_SECONDS, t, TargetState.UP,
+                 counters={hits: 30.0, queries: 120.0})
+        for t in (end - 900 + SCRAPE_SECONDS * k for k in range(1, 61))])
+    body = get(api, "/api/v1/targets/vllm-0/series", metric="prefix_cache_hit_ratio",
+               start=end - 600, end=end, step=60).json()
+    assert body["unit"] == "ratio" and len(body["points"]) == 10
+    assert all(v == pytest.approx(0.25) for _, v in body["points"])
+    other = get(api, "/api/v1/targets/ref-0/series", metric="prefix_cache_hit_ratio",
+                start=end - 600, end=end, step=60).json()
+    assert all(v is None for _, v in other["points"])  # no lookups counted: null, not 0
 
 
 @pytest.mark.parametrize(("params", "status", "needle"), [

@@ -234,3 +234,19 @@ def test_a_window_across_a_bucket_layout_change_merges_on_the_shared_bounds() ->
         key("ttft"): HistogramDelta((0.2, 0.5, 1.0), (5, 1, 1, 3), 8.0, 10)})
     merged = merge_snapshots("t", [before, after])
     assert merged.histograms[key("ttft")] == HistogramDelta((0.2, 1.0), (8, 5, 7), 17.0, 20)
+
+
+def test_prefix_cache_hit_ratio_is_a_ratio_of_sums_over_the_series() -> None:
+    d = derive(snap(counters={
+        counter(schema.PREFIX_CACHE_HITS, engine="0"): 30,
+        counter(schema.PREFIX_CACHE_QUERIES, engine="0"): 100,
+        counter(schema.PREFIX_CACHE_HITS, engine="1"): 10,
+        counter(schema.PREFIX_CACHE_QUERIES, engine="1"): 60,
+    }))
+    assert d.prefix_cache_hit_ratio == 40 / 160  # not the mean of 0.3 and 1/6
+    assert d.as_dict()["prefix_cache_hit_ratio"] == 0.25
+    no_lookups = derive(snap(counters={counter(schema.PREFIX_CACHE_HITS): 0,
+                                       counter(schema.PREFIX_CACHE_QUERIES): 0}))
+    not_exported = derive(snap(counters={counter(schema.GENERATION_TOKENS): 900}))
+    assert math.isnan(no_lookups.prefix_cache_hit_ratio)
+    assert math.isnan(not_exported.prefix_cache_hit_ratio)
