@@ -5,6 +5,7 @@ what the real `openai` client saw on the same requests, token for token."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 
 import httpx
@@ -16,6 +17,7 @@ from exporters.exposition import parse_page
 from exporters.schema import GENERATION_TOKENS, PROMPT_TOKENS, PROMPT_TOKENS_CACHED, REQUESTS
 from monitor.collect.collector import Collector
 from monitor.collect.config import MonitorConfig
+from monitor.cli import main
 from monitor.collect.snapshot import Snapshot, TargetState, split_key
 from tests.live.vllm_server import RunningVllm
 
@@ -96,3 +98,16 @@ def test_the_collector_detects_vllm_and_stores_exact_increases(vllm: RunningVllm
     up = snapshots[1:]
     assert _sum(up, GENERATION_TOKENS) == usage["completion"]
     assert _sum(up, PROMPT_TOKENS) + _sum(up, PROMPT_TOKENS_CACHED) == usage["prompt"]
+
+
+def test_doctor_finds_every_family_of_the_live_engine_decided(
+        vllm: RunningVllm, capsys: pytest.CaptureFixture[str]) -> None:
+    """The version-aware mapping, verified on the live page: `inferwatch doctor` reads the
+    engine's own version, and every family it exposes is mapped, not mapped with a reason, or
+    ignored by a stated rule (exit 0); a new family nobody decided about would exit 1."""
+    status = main(["doctor", vllm.metrics_url, "--json"])
+    body = json.loads(capsys.readouterr().out)
+    assert body["engines"] == ["vllm"]
+    assert body["version"]["value"] == "0.32.0"
+    assert (body["coverage"]["undecided"], body["coverage"]["missing"]) == ([], [])
+    assert status == 0 and body["complete"] is True
