@@ -4,38 +4,16 @@ poll when the active's session ends, an active that steps down when its session 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
-
 from monitor.service.leader import Leadership, Role, SingleReplica, replica_for
-from tests.integration import unavailable
-from tests.monitor.conftest import POSTGRES_URL_ENV
 from tests.monitor.store.databases import Database
 
 POLL = 0.2
 MARGIN = 1.5  # a loaded 2-core machine: threads and connections take their time
-
-
-@pytest.fixture
-def pg(request: pytest.FixtureRequest) -> Iterator[Database]:
-    admin_url = os.environ.get(POSTGRES_URL_ENV)
-    if not admin_url:
-        unavailable(f"leadership tests need {POSTGRES_URL_ENV} (a role that may create "
-                    "databases)")
-    name = f"inferwatch_test_{uuid.uuid4().hex[:16]}"
-    database = Database(make_url(admin_url).set(database=name)
-                        .render_as_string(hide_password=False), "postgresql", admin_url)
-    database.admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield database
-    finally:
-        database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def _until(condition: Callable[[], bool], timeout: float) -> float:
@@ -67,7 +45,7 @@ def _active(replicas: dict[str, Leadership]) -> list[str]:
 
 
 @pytest.mark.integration
-def test_exactly_one_of_two_replicas_is_active_and_both_name_it(pg: Database) -> None:
+def test_exactly_one_of_two_replicas_is_active_and_both_name_it(postgres: Database) -> None:
     async def scenario(replicas: dict[str, Leadership], _: dict[str, asyncio.Event]) -> None:
         await _until(lambda: len(_active(replicas)) == 1, 5.0)
         await asyncio.sleep(5 * POLL)  # and it stays so
@@ -78,12 +56,12 @@ def test_exactly_one_of_two_replicas_is_active_and_both_name_it(pg: Database) ->
         assert replicas[active].active_replica() == active
         assert replicas[active].changes == 1 and replicas[standby].changes == 0
 
-    asyncio.run(_with_two(pg.url, scenario))
+    asyncio.run(_with_two(postgres.url, scenario))
 
 
 @pytest.mark.integration
 def test_when_the_active_session_ends_the_standby_takes_over_within_a_poll(
-        pg: Database) -> None:
+        postgres: Database) -> None:
     async def scenario(replicas: dict[str, Leadership],
                        stops: dict[str, asyncio.Event]) -> None:
         await _until(lambda: len(_active(replicas)) == 1, 5.0)
@@ -96,17 +74,17 @@ def test_when_the_active_session_ends_the_standby_takes_over_within_a_poll(
         assert replicas[standby].became_active.is_set()
         assert not replicas[standby].became_standby.is_set()
 
-    asyncio.run(_with_two(pg.url, scenario))
+    asyncio.run(_with_two(postgres.url, scenario))
 
 
 @pytest.mark.integration
 def test_an_active_whose_session_is_killed_steps_down_and_the_other_takes_over(
-        pg: Database) -> None:
+        postgres: Database) -> None:
     async def scenario(replicas: dict[str, Leadership], _: dict[str, asyncio.Event]) -> None:
         await _until(lambda: len(_active(replicas)) == 1, 5.0)
         (active,) = _active(replicas)
         standby = next(n for n in replicas if n != active)
-        await asyncio.to_thread(pg.admin, "SELECT pg_terminate_backend(pid) FROM "
+        await asyncio.to_thread(postgres.admin, "SELECT pg_terminate_backend(pid) FROM "
                                 f"pg_stat_activity WHERE application_name = 'inferwatch:{active}'")
         await _until(lambda: replicas[active].role is Role.STANDBY, POLL + MARGIN)
         await _until(lambda: replicas[standby].role is Role.ACTIVE, POLL + MARGIN)
@@ -116,7 +94,7 @@ def test_an_active_whose_session_is_killed_steps_down_and_the_other_takes_over(
         assert replicas[active].changes == 2  # became active, stepped down
         assert await asyncio.to_thread(replicas[active].active_replica) == standby
 
-    asyncio.run(_with_two(pg.url, scenario))
+    asyncio.run(_with_two(postgres.url, scenario))
 
 
 def test_on_sqlite_the_one_replica_is_always_active(tmp_path: Path) -> None:
