@@ -10,10 +10,12 @@ trial, so a page that reached the receiver exactly once firing and once resolved
 lost nor duplicated by the failover.
 
 The SLO (99%) pages on a burn rate of 50 over 2 minutes and 1 minute: half the requests
-failing. A resolve waits for the errors to leave the short window, which the evaluator reads
-as the minute still open (whole) plus a share of the closed one before it: the fault is
-therefore cleared just after a minute starts, and the page resolves about 30 s later (the
-failed half of the short window gone) instead of up to 90 s.
+failing. The load runs only during a trial, so the page fires within seconds of the fault
+(no clean traffic before it to dilute the errors). A resolve waits for the errors to leave the
+short window, which the evaluator reads as the minute still open (whole) plus a share of the
+closed minute before it: the fault is therefore cleared just after a minute starts, and the
+page resolves once the clean seconds of the new minute outweigh that share of the errors
+(10-30 s) instead of up to 90 s.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class FailoverStack:
     alertmanager: Service | None = None
     _cleanup: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _load_stop: threading.Event = field(default_factory=threading.Event)
+    _load_on: threading.Event = field(default_factory=threading.Event)
 
     # --- start and stop ---
 
@@ -213,6 +216,8 @@ class FailoverStack:
         body = {"model": "tiny", "prompt": "the quick brown fox", "max_tokens": 4}
         with httpx.Client(timeout=30.0) as client:
             while not self._load_stop.wait(LOAD_INTERVAL_SECONDS):
+                if not self._load_on.is_set():
+                    continue
                 with contextlib.suppress(httpx.HTTPError):
                     client.post(f"{self.reference.url}/v1/completions", json=body)
 
@@ -255,12 +260,18 @@ class FailoverStack:
         """Fault, page, kill -9 of the active, failover, clear, resolve; then the killed
         replica is started again (as a standby) for the next trial."""
         assert self.reference is not None
+        started = time.monotonic()
+
+        def note(what: str) -> None:
+            say(f"[{time.monotonic() - started:5.1f} s] {what}")
+
         before_page, before_other = len(self.page_notices()), len(self.other_notices())
         self._fault("error_rate", 1.0)
-        say("fault injected: every request fails")
+        self._load_on.set()
+        note("load on, fault injected: every request fails")
         self._wait(lambda: any(n.status == "firing" for n in self.page_notices()[before_page:]),
                    page_timeout, "the page was not notified")
-        say("page notified")
+        note("page notified")
         victim = self.active()
         standby = next(r for r in self.replicas if r is not victim)
         assert victim.service is not None
@@ -269,22 +280,24 @@ class FailoverStack:
         self._wait(lambda: (self.status(standby) or {}).get("role") == "active", 30.0,
                    f"{standby.replica_id} did not become active")
         failover = time.monotonic() - killed
-        say(f"{victim.replica_id} killed; {standby.replica_id} active after {failover:.2f} s")
+        note(f"{victim.replica_id} killed; {standby.replica_id} active after {failover:.2f} s")
         victim.service.stop()  # reaps it
-        # Clear just after a minute starts: the open minute then holds no error (see above).
-        time.sleep(max(0.0, 60.0 - time.time() % 60.0) + 1.0)
+        # Clear just after a minute starts, a few rounds of the new active later (see above).
+        wait = 60.0 - time.time() % 60.0 + 1.0
+        time.sleep(wait if wait > 5.0 else wait + 60.0)
         self._clear_faults()
-        say("fault cleared")
+        note("fault cleared")
         self._wait(lambda: any(n.status == "resolved"
                                for n in self.page_notices()[before_page:]),
                    resolve_timeout, "the resolve was not notified")
+        self._load_on.clear()
         time.sleep(3.0)  # a duplicate would come within Alertmanager's group_interval
         notices = self.page_notices()[before_page:]
         trial = Trial(failover, victim.replica_id,
                       sum(n.status == "firing" for n in notices),
                       sum(n.status == "resolved" for n in notices),
                       len(self.other_notices()) - before_other)
-        say(f"resolve notified; {trial}")
+        note(f"resolve notified; {trial}")
         self.start_replica(victim)
         return trial
 
