@@ -105,6 +105,7 @@ class MonitorService:
         self.metrics.observe_role(self.replica.role.value, changed=False)
         store.overlaps.on_reject = self.metrics.observe_rejected
         self._alertmanager_urls = config.alerting.alertmanager_urls  # read at start only
+        self._taken_over = False  # the active's start (below) is done: runs may start
         self.runs = RunManager(store.engine, refuse=self._refuse_runs)
         self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,
                                on_result=self.metrics.observe_reload, on_slos=self._set_slos)
@@ -176,6 +177,7 @@ class MonitorService:
                               on_change=self.recorder.register_targets),
                 self.alerting.run(done))
         finally:
+            self._taken_over = False
             self.live.collector = None
             await collector.aclose()
             await self.runs.aclose()
@@ -193,6 +195,7 @@ class MonitorService:
         if stale:
             logger.warning("%d runs were left running by a previous monitor; marked failed",
                            stale)
+        self._taken_over = True
 
     async def _standby(self, done: asyncio.Event) -> None:
         """Follow the active: its alert book every poll, SLO statuses read-only every
@@ -219,7 +222,9 @@ class MonitorService:
     def _refuse_runs(self) -> str | None:
         """Why this replica cannot start a sweep or canary now (None: it can)."""
         if self.replica.role is Role.ACTIVE:
-            return None
+            # Before the take-over, a new run would be failed as one the last active left.
+            return None if self._taken_over else (
+                f"replica {self.replica.replica_id} is becoming active: try again in a moment")
         active = self.replica.active_replica()
         where = f"the active replica {active}" if active else "the active replica (none now)"
         return (f"replica {self.replica.replica_id} is a standby: start runs on {where}")
