@@ -106,6 +106,7 @@ class MonitorService:
         store.overlaps.on_reject = self.metrics.observe_rejected
         self._alertmanager_urls = config.alerting.alertmanager_urls  # read at start only
         self._taken_over = False  # the active's start (below) is done: runs may start
+        self._terms = 0  # times this replica became active
         self.runs = RunManager(store.engine, refuse=self._refuse_runs)
         self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,
                                on_result=self.metrics.observe_reload, on_slos=self._set_slos)
@@ -139,8 +140,18 @@ class MonitorService:
         host, port = sock.getsockname()[:2]
         if on_listening is not None:
             on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
+        # The lock is given up only once the active's duties have stopped (its last alert
+        # round saved and sent): a standby taking over then starts from the final state.
+        release = asyncio.Event()
+
+        async def roles() -> None:
+            try:
+                await self._follow_role(stop)
+            finally:
+                release.set()
+
         try:
-            await asyncio.gather(self.replica.run(stop), self._follow_role(stop))
+            await asyncio.gather(self.replica.run(release), roles())
         finally:
             await self.runs.aclose()
             server.should_exit = True
@@ -167,8 +178,9 @@ class MonitorService:
             if done.is_set():
                 return
         self.recorder.active = True
-        if self._alertmanager_urls:  # a delivery is closed with the loop: a fresh one per term
+        if self._terms and self._alertmanager_urls:  # the last term's closed with its loop
             self.alerting.delivery = AlertDelivery(self._alertmanager_urls)
+        self._terms += 1
         collector = self.live.collector = Collector(self.watcher.config, self.scrapes)
         try:
             await asyncio.gather(

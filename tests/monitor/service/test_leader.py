@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from monitor.collect.config import ConfigError, parse_config
 from monitor.service.leader import Leadership, Role, SingleReplica, replica_for
+from monitor.service.reload import restart_required
 from tests.monitor.store.databases import Database
 
 POLL = 0.2
@@ -103,3 +105,13 @@ def test_on_sqlite_the_one_replica_is_always_active(tmp_path: Path) -> None:
     assert isinstance(replica, SingleReplica)
     assert replica.role is Role.ACTIVE and not replica.elected
     assert replica.active_replica() == "solo" and replica.changes == 0
+
+
+def test_the_ha_section_is_read_and_applies_at_the_next_start() -> None:
+    old = parse_config("targets: []\n", "inferwatch.yaml")
+    new = parse_config("ha: {poll_seconds: 0.5, replica_id: monitor-a}\n", "inferwatch.yaml")
+    assert (old.ha.poll_seconds, old.ha.replica_id) == (1.0, None)
+    assert (new.ha.poll_seconds, new.ha.replica_id) == (0.5, "monitor-a")
+    assert "ha" in restart_required(old, new)
+    with pytest.raises(ConfigError, match="ha.poll_seconds"):
+        parse_config("ha: {poll_seconds: 0}\n", "inferwatch.yaml")
