@@ -119,3 +119,32 @@ def test_the_standby_serves_reads_refuses_runs_and_takes_over(postgres: Database
             assert [al.name for al in standby.alerting.book.alerts()] == ["Test"]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_an_active_cut_from_its_lock_steps_down_and_serves_on_as_a_standby(
+        postgres: Database, tmp_path: Path) -> None:
+    a, b = (_service(tmp_path, postgres.url, name) for name in ("replica-a", "replica-b"))
+
+    async def scenario() -> None:
+        async with _running(a) as (url_a, _), _running(b) as (url_b, _), \
+                httpx.AsyncClient(timeout=10.0) as http:
+            await _until(lambda: Role.ACTIVE in (a.replica.role, b.replica.role))
+            active, standby = (a, b) if a.replica.role is Role.ACTIVE else (b, a)
+            await _until(lambda: active.live.collector is not None)
+            await asyncio.to_thread(
+                postgres.admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE application_name = 'inferwatch:{active.replica.replica_id}'")
+            await _until(lambda: standby.replica.role is Role.ACTIVE, 5.0)
+            await _until(lambda: active.replica.role is Role.STANDBY, 5.0)
+            # Its duties stopped: no collector, no writes; it answers as a standby.
+            await _until(lambda: active.live.collector is None and not active.recorder.active)
+            url = url_a if active is a else url_b
+            ha = (await http.get(f"{url}/api/v1/status/ha")).json()
+            assert ha["role"] == "standby" and ha["leader_changes"] == 2
+            assert ha["active_replica_id"] == standby.replica.replica_id
+            assert (await http.get(f"{url}/readyz")).status_code == 200
+            assert standby.live.collector is not None and standby.recorder.active
+
+    asyncio.run(scenario())
