@@ -216,6 +216,37 @@ class AlertBook:
         self._events.clear()
 
 
+    # --- replicas (monitor/service/leader.py): only the active saves, a standby reads ---
+
+    def reload(self) -> None:
+        """Replace the in-memory alerts with the store's: a standby follows what the active
+        decided, and a replica that becomes active must not trust the copy it held."""
+        if self.store is not None:
+            self._alerts, self._changed = read_alerts(self.store), set()
+
+    def announce_all(self) -> None:
+        """Have the next ``due`` send every announced alert again (a new active replica:
+        Alertmanager deduplicates identical alerts, so a page the old active may not have
+        delivered is not lost, and one it did deliver is not repeated)."""
+        for fp, alert in self._alerts.items():
+            if alert.fired_at is not None:
+                self._alerts[fp] = replace(alert, last_sent_at=None)
+
+
+def read_alerts(store: Store) -> dict[str, Alert]:
+    """The alerts persisted in the store, by fingerprint."""
+    alerts: dict[str, Alert] = {}
+    with store.engine.connect() as conn:
+        for row in conn.execute(select(*AlertRecord.__table__.columns)).mappings():
+            value = row["value"]
+            alerts[row["fingerprint"]] = Alert(
+                row["fingerprint"], dict(row["labels"]), dict(row["annotations"]),
+                AlertState(row["state"]), row["active_at"], row["fired_at"],
+                row["resolved_at"], row["last_sent_at"],
+                float("nan") if value is None else value)
+    return alerts
+
+
 def _transition(now: float, fp: str, old: Alert | None, c: AlertCondition) -> Alert | None:
     """The alert after this round, or None when it is (or goes back to) inactive."""
     if c.active:

@@ -63,6 +63,31 @@ class MonitorMetrics:
             "inferwatch_config_last_reload_success_timestamp_seconds",
             "Time of the last successful configuration reload (or of the start)", registry=r)
 
+        # Replicas on one store (monitor/service/leader.py) and what the store refused.
+        self.ha_role = Gauge("inferwatch_ha_role",
+                             "1 for this replica's role (active, standby), 0 for the other",
+                             ["role"], registry=r)
+        self.ha_is_active = Gauge("inferwatch_ha_is_active",
+                                  "1 while this replica is the active one", registry=r)
+        self.ha_leader_changes = Counter(
+            "inferwatch_ha_leader_changes",
+            "Times this replica became active or stepped down", registry=r)
+        self.snapshots_rejected = Counter(
+            "inferwatch_snapshots_rejected",
+            "Snapshots the store did not write, by reason (overlap: another snapshot of "
+            "the target already covers that time)", ["reason"], registry=r)
+        self.snapshots_rejected.labels("overlap")
+
+    def observe_role(self, role: str, changed: bool = True) -> None:
+        for name in ("active", "standby"):
+            self.ha_role.labels(name).set(1.0 if role == name else 0.0)
+        self.ha_is_active.set(1.0 if role == "active" else 0.0)
+        if changed:
+            self.ha_leader_changes.inc()
+
+    def observe_rejected(self, reason: str, count: int) -> None:
+        self.snapshots_rejected.labels(reason).inc(count)
+
     def observe_reload(self, result: ReloadResult) -> None:
         self.reload_successful.set(1.0 if result.successful else 0.0)
         if result.successful:

@@ -24,9 +24,12 @@ Work = Callable[[], Awaitable[Mapping[str, Any]]]
 
 
 class RunManager:
-    def __init__(self, engine: Engine, max_running: int = 1) -> None:
+    def __init__(self, engine: Engine, max_running: int = 1,
+                 refuse: Callable[[], str | None] | None = None) -> None:
         self._engine = engine
         self._max_running = max_running
+        # Why runs cannot start here now (a standby replica: 503), blocking; None: they can.
+        self._refuse = refuse
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     @property
@@ -34,6 +37,8 @@ class RunManager:
         return list(self._tasks)
 
     async def start(self, kind: str, name: str, config: Mapping[str, Any], work: Work) -> str:
+        if self._refuse is not None and (why := await asyncio.to_thread(self._refuse)):
+            raise ApiError(503, "standby", why)
         if len(self._tasks) >= self._max_running:
             busy = ", ".join(self._tasks)
             raise ApiError(409, "busy", f"run {busy} is still running: one run at a time (two "

@@ -267,3 +267,14 @@ class ConfigStatusOut(BaseModel):
     slos: list[str]
     last_reload: ReloadOut | None
     last_successful_reload_at: float | None
+
+
+class HaStatusOut(BaseModel):
+    replica_id: str = Field(description="this replica (ha.replica_id, else hostname:pid)")
+    role: str = Field(description='"active" (scrapes, evaluates, sends) or "standby"')
+    elected: bool = Field(description="whether a PostgreSQL lock decides the role (false on "
+                                      "SQLite: one replica, always active)")
+    since: float = Field(description="when this replica took its role (Unix seconds)")
+    active_replica_id: str | None = Field(description="the replica holding the lock now")
+    leader_changes: int = Field(description="times this replica became active or stepped down")
+    poll_seconds: float

@@ -13,6 +13,7 @@ from monitor.api.health import MonitorMetrics, ScrapeObserver
 from monitor.api.runs import RunManager
 from monitor.collect.config import MonitorConfig
 from monitor.headroom.monitor import TargetHeadroom
+from monitor.service.leader import Replica
 from monitor.service.reload import Reloader
 from monitor.slo.spec import Slo
 from monitor.store import Store
@@ -30,6 +31,7 @@ class ServiceState:
     token: str | None = None                  # bearer token for changes; None: no changes
     started_at: float = field(default_factory=time.time)
     reloader: Reloader[Any] | None = None     # POST /-/reload; None: not reloadable
+    replica: Replica | None = None            # active or standby; None: an API without one
 
     def headroom(self, target: str) -> TargetHeadroom | None:
         """The target's headroom of the latest round; None without a capacity or a round."""

@@ -15,6 +15,7 @@
         labels: {model: tiny, role: baseline}
         capacity: {sweep: nightly} # optional: live headroom against a stored sweep (or numbers)
     headroom: {warn_below_ratio: 0.2, for_seconds: 300}   # optional (monitor/headroom/config.py)
+    ha: {poll_seconds: 1}          # optional: replicas on PostgreSQL (monitor/service/leader.py)
 
 ``load_config`` validates the whole file when it is read; a bad file raises ``ConfigError``
 naming the file and every bad field by its path (``targets[2].scrape_timeout_seconds``).
@@ -200,6 +201,13 @@ class AnomalyConfig(_Section):
     history_seconds: float = Field(default=22 * 86400.0, ge=0)
 
 
+class HaConfig(_Section):
+    """Running several replicas on one PostgreSQL store (monitor/service/leader.py)."""
+
+    poll_seconds: float = Field(default=1.0, gt=0)  # a standby's retry, the active's check
+    replica_id: str | None = Field(default=None, min_length=1, max_length=50)  # hostname:pid
+
+
 class MonitorConfig(_Section):
     defaults: DefaultsConfig = DefaultsConfig()  # frozen: safe to share
     max_concurrent_scrapes: int = Field(default=DEFAULT_MAX_CONCURRENT_SCRAPES, ge=1)
@@ -211,6 +219,7 @@ class MonitorConfig(_Section):
     alerting: AlertingConfig = AlertingConfig()
     anomaly: AnomalyConfig = AnomalyConfig()
     headroom: HeadroomConfig = HeadroomConfig()  # when the targets' capacity headroom warns
+    ha: HaConfig = HaConfig()
 
     @model_validator(mode="before")
     @classmethod

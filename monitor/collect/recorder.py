@@ -4,6 +4,9 @@ The collector calls the recorder on its event loop; the recorder only queues the
 (BufferedWriter.submit: a lock and an append). A writer thread flushes every second, and
 rolls up and applies retention every minute, riding out database outages with the
 BufferedWriter's bound and backoff.
+
+Of several replicas on one store only the active writes (monitor/service/leader.py): while
+``active`` is False the recorder takes no snapshots and runs no rollup or retention.
 """
 
 from __future__ import annotations
@@ -33,9 +36,17 @@ class StoreRecorder:
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.active = True  # False on a standby replica
 
     def __call__(self, snapshot: Snapshot) -> None:
-        self.writer.submit(snapshot)
+        if self.active:
+            self.writer.submit(snapshot)
+
+    def step_down(self) -> int:
+        """Stop writing: drop what is queued (it could overlap what the new active scrapes);
+        returns how many snapshots were dropped."""
+        self.active = False
+        return self.writer.discard()
 
     def register_targets(self, config: MonitorConfig) -> None:
         """Record each target's URL, engine and labels (snapshots name targets only)."""
@@ -59,6 +70,8 @@ class StoreRecorder:
     def _run(self) -> None:
         next_maintenance = time.monotonic() + self._maintenance_seconds
         while not self._stop.wait(self._flush_seconds):
+            if not self.active:
+                continue
             self.writer.flush()
             if time.monotonic() >= next_maintenance:
                 next_maintenance = time.monotonic() + self._maintenance_seconds

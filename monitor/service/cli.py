@@ -19,6 +19,7 @@ from monitor.service.reload import SloFiles
 from monitor.service.process import MonitorService, ServeSettings
 from monitor.slo.loaders import SloFileError
 from monitor.store import open_store
+from monitor.store.db import SchemaTooNew
 
 logger = logging.getLogger(__name__)
 TOKEN_ENV = "INFERWATCH_API_TOKEN"
@@ -47,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = open_store(url)
         store.migrate()
+    except SchemaTooNew as exc:
+        print(f"inferwatch serve: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # any driver or migration error: say which store, then stop
         print(f"inferwatch serve: cannot open the store {_shown(url)}: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)

@@ -1,6 +1,17 @@
 """`inferwatch serve`'s process: the collector, the SLO and anomaly evaluation with alerting,
 and the HTTP API, on one event loop.
 
+Replicas: on PostgreSQL several `inferwatch serve` processes may share one store; one is
+active (monitor/service/leader.py) and alone scrapes, evaluates, sends alerts, rolls up and
+runs sweeps and canaries. The others are standbys serving reads: they re-read the alert book
+from the store every poll and evaluate the SLOs read-only every evaluation interval (statuses
+for the API and /metrics, nothing written, nothing sent). On promotion a replica re-reads the
+alert book, fails the runs a dead active left ``running``, starts a collector (each target's
+first scrape is FIRST: the time between the old active's last snapshot and the new one's
+first is missing data, never invented) and the evaluation loop, and sends every announced alert
+at once (Alertmanager deduplicates identical ones: no page lost, none repeated). On stepping
+down it stops them and drops the snapshots it still queued.
+
 The API is uvicorn on a socket bound before start (port 0 picks a free one). Signals are the
 service's, not uvicorn's: SIGINT/SIGTERM set one stop event, and everything winds down from it
 (runs in flight are recorded as cancelled, queued snapshots written, undelivered alerts kept
@@ -14,12 +25,15 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
 from exporters.sockets import bind_socket
+from monitor.alerting.delivery import AlertDelivery
 from monitor.alerting.loop import AlertingLoop
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
@@ -29,6 +43,7 @@ from monitor.collect.collector import Collector, follow_config
 from monitor.collect.config import ConfigWatcher
 from monitor.headroom.metrics import HeadroomCollector
 from monitor.collect.recorder import StoreRecorder
+from monitor.service.leader import Replica, Role, replica_for
 from monitor.service.reload import LiveConfig, SloFiles
 from monitor.slo.spec import Slo
 from monitor.store import Store
@@ -82,13 +97,23 @@ class MonitorService:
         if self.alerting.headroom is not None:
             self.metrics.registry.register(HeadroomCollector(self.alerting.headroom))
         self.scrapes = ScrapeObserver(self.recorder, self.metrics)
-        self.runs = RunManager(store.engine)
+        config = watcher.config
+        self.replica: Replica = replica_for(
+            store.engine.url.render_as_string(hide_password=False),
+            replica_id=config.ha.replica_id, poll_seconds=config.ha.poll_seconds,
+            on_change=lambda role: self.metrics.observe_role(role.value))
+        self.metrics.observe_role(self.replica.role.value, changed=False)
+        store.overlaps.on_reject = self.metrics.observe_rejected
+        self._alertmanager_urls = config.alerting.alertmanager_urls  # read at start only
+        self._taken_over = False  # the active's start (below) is done: runs may start
+        self._terms = 0  # times this replica became active
+        self.runs = RunManager(store.engine, refuse=self._refuse_runs)
         self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,
                                on_result=self.metrics.observe_reload, on_slos=self._set_slos)
         self.reloader = self.live.reloader
         self.state = ServiceState(store, lambda: self.watcher.config, slos, self.metrics,
                                   self.scrapes, self.runs, self.alerting, settings.token,
-                                  reloader=self.reloader)
+                                  reloader=self.reloader, replica=self.replica)
         self.app = create_app(self.state)
 
     def reload_in_background(self, trigger: str) -> None:
@@ -104,11 +129,7 @@ class MonitorService:
     async def run(self, stop: asyncio.Event, sock: socket.socket,
                   on_listening: Callable[[str], None] | None = None) -> None:
         """Serve until ``stop`` is set; the recorder is started and stopped by the caller."""
-        stale = await asyncio.to_thread(fail_unfinished, self.store.engine,
-                                        "the monitor stopped during the run")
-        if stale:
-            logger.warning("%d runs were left running by a previous monitor; marked failed",
-                           stale)
+        self.recorder.active = self.replica.role is Role.ACTIVE
         server = _Server(uvicorn.Config(self.app, log_level="warning", access_log=False,
                                         lifespan="off"))
         serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -119,14 +140,121 @@ class MonitorService:
         host, port = sock.getsockname()[:2]
         if on_listening is not None:
             on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
-        collector = self.live.collector = Collector(self.watcher.config, self.scrapes)
-        tasks = [collector.run(stop), follow_config(self.watcher, collector, stop,
-                                                    on_change=self.recorder.register_targets),
-                 self.alerting.run(stop)]
+        # The lock is given up only once the active's duties have stopped (its last alert
+        # round saved and sent): a standby taking over then starts from the final state.
+        release = asyncio.Event()
+
+        async def roles() -> None:
+            try:
+                await self._follow_role(stop)
+            finally:
+                release.set()
+
         try:
-            await asyncio.gather(*tasks)
+            await asyncio.gather(self.replica.run(release), roles())
         finally:
-            self.live.collector = None
             await self.runs.aclose()
             server.should_exit = True
             await serving
+
+    async def _follow_role(self, stop: asyncio.Event) -> None:
+        """The active's duties while active, the standby's while standby, until ``stop``."""
+        while not stop.is_set():
+            await _while_not(self.replica.became_active, stop, self._standby)
+            if stop.is_set():
+                break
+            await _while_not(self.replica.became_standby, stop,
+                             lambda done: self._active(done, stop))
+
+    async def _active(self, done: asyncio.Event, stop: asyncio.Event) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self._take_over)
+                break
+            except Exception:  # the store away just as we won the lock: try again
+                logger.exception("cannot take over yet; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self.replica.poll_seconds)
+            if done.is_set():
+                return
+        self.recorder.active = True
+        if self._terms and self._alertmanager_urls:  # the last term's closed with its loop
+            self.alerting.delivery = AlertDelivery(self._alertmanager_urls)
+        self._terms += 1
+        collector = self.live.collector = Collector(self.watcher.config, self.scrapes)
+        try:
+            await asyncio.gather(
+                collector.run(done),
+                follow_config(self.watcher, collector, done,
+                              on_change=self.recorder.register_targets),
+                self.alerting.run(done))
+        finally:
+            self._taken_over = False
+            self.live.collector = None
+            await collector.aclose()
+            await self.runs.aclose()
+            if not stop.is_set():  # stepped down; at shutdown the caller flushes the queue
+                dropped = self.recorder.step_down()
+                logger.warning("stepped down: collector, evaluation and runs stopped; %d "
+                               "queued snapshots dropped", dropped)
+
+    def _take_over(self) -> None:
+        """What a replica does as it becomes active (blocking): it trusts only the store."""
+        self.store.overlaps.forget()  # the previous active wrote since
+        self.alerting.book.reload()
+        self.alerting.book.announce_all()
+        stale = fail_unfinished(self.store.engine, "the monitor stopped during the run")
+        if stale:
+            logger.warning("%d runs were left running by a previous monitor; marked failed",
+                           stale)
+        self._taken_over = True
+
+    async def _standby(self, done: asyncio.Event) -> None:
+        """Follow the active: its alert book every poll, SLO statuses read-only every
+        evaluation interval."""
+        self.recorder.active = False
+        next_evaluation = 0.0
+        while not done.is_set():
+            now = time.time()
+            evaluate = now >= next_evaluation
+            if evaluate:
+                next_evaluation = now + self.alerting.interval_seconds
+            try:
+                await asyncio.to_thread(self._follow_active, now, evaluate)
+            except Exception:  # the store may be away: the next poll tries again
+                logger.warning("standby: cannot read the store", exc_info=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self.replica.poll_seconds)
+
+    def _follow_active(self, now: float, evaluate: bool) -> None:
+        self.alerting.book.reload()
+        if evaluate and self.alerting.evaluator is not None:
+            self.alerting.statuses = self.alerting.evaluator.tick(now)
+
+    def _refuse_runs(self) -> str | None:
+        """Why this replica cannot start a sweep or canary now (None: it can)."""
+        if self.replica.role is Role.ACTIVE:
+            # Before the take-over, a new run would be failed as one the last active left.
+            return None if self._taken_over else (
+                f"replica {self.replica.replica_id} is becoming active: try again in a moment")
+        active = self.replica.active_replica()
+        where = f"the active replica {active}" if active else "the active replica (none now)"
+        return (f"replica {self.replica.replica_id} is a standby: start runs on {where}")
+
+
+async def _while_not(event: asyncio.Event, stop: asyncio.Event,
+                     duty: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
+    """Run ``duty(done)`` until ``event`` or ``stop`` is set, then set ``done`` and wait for
+    it to finish."""
+    if event.is_set() or stop.is_set():
+        return
+    done = asyncio.Event()
+    work = asyncio.create_task(duty(done))
+    waits = [asyncio.create_task(event.wait()), asyncio.create_task(stop.wait())]
+    try:
+        await asyncio.wait([work, *waits], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+        done.set()
+        await work  # raises what the duty raised

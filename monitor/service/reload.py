@@ -156,6 +156,8 @@ def restart_required(old: MonitorConfig, new: MonitorConfig) -> tuple[str, ...]:
         edited.append("alerting.alertmanager_urls")
     if old.anomaly != new.anomaly:
         edited.append("anomaly")
+    if old.ha != new.ha:
+        edited.append("ha")
     return tuple(edited)
 
 

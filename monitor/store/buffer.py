@@ -70,6 +70,14 @@ class BufferedWriter:
             self._buffer.append(snapshot)
             self._drop_past_bound()
 
+    def discard(self) -> int:
+        """Forget what is queued (a replica that stepped down: the new active scrapes those
+        moments itself); returns how many snapshots."""
+        with self._lock:
+            dropped = len(self._buffer)
+            self._buffer.clear()
+        return dropped
+
     def flush(self) -> bool:
         """Write what is buffered; True when the buffer is empty afterwards. During an outage
         this returns at once until the backoff delay has passed, then tries again."""

@@ -9,12 +9,16 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event, select
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 
 from monitor.collect.snapshot import Snapshot
-from monitor.store.ids import IdCache, dialect_insert
+from monitor.store.ids import IdCache, dialect_insert, ensure_targets
 from monitor.store.models import RAW_RESOLUTION, Target
+from monitor.store.overlap import OverlapGuard
 from monitor.store.retention import RetentionPolicy, apply_retention
 from monitor.store.rollup import rollup
 from monitor.store.writes import IMMEDIATE, write_snapshots, write_transaction
@@ -25,6 +29,12 @@ DEFAULT_BUSY_TIMEOUT_SECONDS = 10.0
 # Scrapes of a closed bucket can still be in flight; a later one only costs a redo.
 DEFAULT_LATENESS_SECONDS = 30.0
 DEFAULT_RETENTION = RetentionPolicy()
+# Replicas starting together migrate one after the other (a transaction-level advisory lock).
+_MIGRATION_LOCK_KEY = 0x696E666572776D  # "inferwm"
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer inferwatch than this one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,22 +51,33 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.ids = IdCache()
+        self.overlaps = OverlapGuard()  # refuses snapshots overlapping stored ones
 
     def migrate(self) -> None:
-        """Upgrade the schema to the newest Alembic revision (a no-op when it is there)."""
+        """Upgrade the schema to the newest Alembic revision (a no-op when it is there).
+        SchemaTooNew if the database is at a revision this code does not know: a newer
+        inferwatch migrated it, and this one must not write to a schema it does not know."""
         config = alembic_config()
         with self.engine.connect() as conn:
             conn.execution_options(**{IMMEDIATE: True})
             with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": _MIGRATION_LOCK_KEY})
+                _refuse_newer(conn, ScriptDirectory.from_config(config))
                 config.attributes["connection"] = conn
                 command.upgrade(config, "head")
 
     def write(self, snapshots: Sequence[Snapshot]) -> None:
-        """Store raw snapshots; writing one again replaces it (idempotent)."""
+        """Store raw snapshots; writing one again replaces it (idempotent). One that overlaps
+        another stored snapshot of its target is not written (monitor/store/overlap.py)."""
         staged = self.ids.copy()
         with write_transaction(self.engine) as conn:
-            write_snapshots(conn, staged, snapshots, RAW_RESOLUTION)
+            ensure_targets(conn, staged, {s.target for s in snapshots})
+            kept, ends = self.overlaps.admit(conn, staged, snapshots)
+            write_snapshots(conn, staged, kept, RAW_RESOLUTION)
         self.ids.adopt(staged)
+        self.overlaps.adopt(ends)
 
     def register_target(self, info: TargetInfo) -> None:
         """Create or update a target's description (the labels selectors match)."""
@@ -85,6 +106,18 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _refuse_newer(conn: Connection, scripts: ScriptDirectory) -> None:
+    ours = ", ".join(scripts.get_heads())
+    for revision in MigrationContext.configure(conn).get_current_heads():
+        try:
+            known = scripts.get_revision(revision)
+        except CommandError:
+            known = None
+        if known is None:
+            raise SchemaTooNew(f"the database schema is at revision {revision}, newer than this "
+                               f"inferwatch's {ours}: upgrade this replica before starting it")
 
 
 def alembic_config(url: str | None = None) -> Config:

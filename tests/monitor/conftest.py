@@ -52,3 +52,21 @@ def store(database: Database) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture
+def postgres() -> Iterator[Database]:
+    """A fresh PostgreSQL database (no SQLite twin): for what only PostgreSQL does, such as
+    several replicas on one store."""
+    admin_url = os.environ.get(POSTGRES_URL_ENV)
+    if not admin_url:
+        unavailable(f"this test needs PostgreSQL: {POSTGRES_URL_ENV}="
+                    "postgresql+psycopg://USER:PASSWORD@HOST/DB (a role that may create databases)")
+    name = f"inferwatch_test_{uuid.uuid4().hex[:16]}"
+    database = Database(make_url(admin_url).set(database=name)
+                        .render_as_string(hide_password=False), "postgresql", admin_url)
+    database.admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield database
+    finally:
+        database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

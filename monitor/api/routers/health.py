@@ -1,5 +1,6 @@
-"""/healthz (the process answers), /readyz (the store answers and the first evaluation ran),
-/metrics (the monitor's own health in Prometheus' text format)."""
+"""/healthz (the process answers), /readyz (the store answers and, on the active replica, the
+first evaluation ran; a standby that reads the store is ready to serve reads), /metrics (the
+monitor's own health in Prometheus' text format)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,14 @@ def readyz(state: StateDep) -> JSONResponse:
         checks["store"] = "ok"
     except Exception as exc:  # any driver error means: not ready
         checks["store"] = f"unreachable: {type(exc).__name__}"
-    if state.alerting is not None:
+    role = state.replica.role.value if state.replica is not None else None
+    # A standby serves reads from the store; the active's evaluation is not its own.
+    if state.alerting is not None and role in (None, "active"):
         checks["evaluation"] = "ok" if state.alerting.num_rounds > 0 else "not yet run"
     ready = all(v == "ok" for v in checks.values())
-    body = {"status": "ready" if ready else "not_ready", "checks": checks}
+    body: dict[str, Any] = {"status": "ready" if ready else "not_ready", "checks": checks}
+    if role is not None:
+        body["role"] = role
     if not ready:
         body["error"] = {"status": 503, "code": "not_ready",
                          "message": "; ".join(f"{k}: {v}" for k, v in checks.items()

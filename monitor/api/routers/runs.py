@@ -37,7 +37,7 @@ from monitor.store.runs import count_runs, get_run, list_runs
 router = APIRouter(prefix="/api/v1", tags=["runs"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409)}
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 503)}
 _AUTH = [Depends(require_token)]
 
 

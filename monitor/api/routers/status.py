@@ -10,7 +10,14 @@ from fastapi import APIRouter, Depends
 
 from monitor.api.deps import StateDep, require_token
 from monitor.api.errors import ApiError
-from monitor.api.schemas import ChangesOut, ConfigStatusOut, ErrorBody, NamesChangedOut, ReloadOut
+from monitor.api.schemas import (
+    ChangesOut,
+    ConfigStatusOut,
+    ErrorBody,
+    HaStatusOut,
+    NamesChangedOut,
+    ReloadOut,
+)
 from monitor.service.reload import ReloadFailed, ReloadResult
 
 router = APIRouter(tags=["config"])
@@ -63,3 +70,16 @@ def config_status(state: StateDep) -> ConfigStatusOut:
         slos=[s.name for s in state.slos],
         last_reload=reload_out(reloader.last) if reloader is not None else None,
         last_successful_reload_at=reloader.last_success_at if reloader is not None else None)
+
+
+@router.get("/api/v1/status/ha", response_model=HaStatusOut,
+            responses={404: {"model": ErrorBody}},
+            summary="This replica's role and which replica is active")
+def ha_status(state: StateDep) -> HaStatusOut:
+    replica = state.replica
+    if replica is None:
+        raise ApiError(404, "not_found", "this API runs without a monitor service")
+    return HaStatusOut(replica_id=replica.replica_id, role=replica.role.value,
+                       elected=replica.elected, since=replica.since,
+                       active_replica_id=replica.active_replica(),
+                       leader_changes=replica.changes, poll_seconds=replica.poll_seconds)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from monitor.store import Selector, Store, open_store, window
+from monitor.service import cli as serve_cli
+from monitor.store.db import SchemaTooNew
 from monitor.store.models import Base
 from tests.monitor.store.builders import REQUESTS, T0, up
 from tests.monitor.store.databases import Database
@@ -56,3 +59,28 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
 def test_open_store_names_the_supported_urls_for_anything_else(url: str) -> None:
     with pytest.raises(ValueError, match="use sqlite:///path or postgresql"):
         open_store(url)
+
+
+def test_a_database_migrated_by_a_newer_inferwatch_is_refused_with_both_revisions(
+        store: Store) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(SchemaTooNew, match=r"the database schema is at revision 9999, newer "
+                                           r"than this inferwatch's 0\d+: upgrade this replica "
+                                           r"before starting it"):
+        store.migrate()
+    with store.engine.connect() as conn:  # and nothing was touched
+        assert conn.scalars(text("SELECT version_num FROM alembic_version")).all() == ["9999"]
+
+
+def test_serve_refuses_to_start_on_a_newer_schema_with_status_2(
+        database: Database, store: Store, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    config = tmp_path / "inferwatch.yaml"
+    config.write_text("targets: []\n", encoding="utf-8")
+    args = argparse.Namespace(config=str(config), store=database.url, host="127.0.0.1",
+                              port=0, token=None)
+    assert serve_cli.run(args) == 2
+    assert "newer than this inferwatch's" in capsys.readouterr().err

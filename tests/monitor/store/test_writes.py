@@ -68,9 +68,10 @@ def test_registering_a_target_sets_and_then_updates_its_description(store: Store
 
 def test_a_raw_write_behind_the_rollup_watermark_is_rolled_up_on_the_next_run(
         store: Store) -> None:
-    store.write([up("a", T0 + 15 * k, requests=1.0) for k in range(1, 5)])
+    store.write([up("a", T0 + 15 * k, requests=1.0) for k in range(2, 6)])
     store.rollup(now=T0 + 600, lateness_seconds=0)
-    store.write([up("a", T0 + 5, requests=100.0, duration=5)])  # a late scrape of minute one
+    # A late scrape of minute one (its start, before what is stored: not an overlap).
+    store.write([up("a", T0 + 15, requests=101.0, duration=15)])
     store.rollup(now=T0 + 600, lateness_seconds=0)
     store.apply_retention(T0 + 600, policy=RetentionPolicy(raw_seconds=1.0))  # minutes only
     assert window(store, Selector("a"), T0, T0 + 60).counters[REQUESTS] == 104.0

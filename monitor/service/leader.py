@@ -1,0 +1,259 @@
+"""Which replica of `inferwatch serve` is active: a PostgreSQL session advisory lock.
+
+Every replica on one PostgreSQL database competes for one advisory lock, ``LOCK_KEY``. The
+one that holds it is ACTIVE (it scrapes, evaluates, sends, rolls up, runs sweeps); the others
+are STANDBY and try again every ``poll_seconds``. The lock lives on a dedicated connection the
+active keeps open: PostgreSQL frees it when that session ends, so a replica killed with
+SIGKILL (or cut off from the database) loses it at once and a standby takes over within about
+one poll. The active checks its connection every poll (``SELECT 1``); when the check fails it
+steps down at once, reconnects and competes again, since it can no longer know whether the lock
+is still its own.
+
+The lock connection is named ``inferwatch:<replica id>`` (its ``application_name``), so any
+replica finds the active's id in ``pg_locks`` joined with ``pg_stat_activity``, with nothing
+written: a dead replica's name disappears with its session.
+
+On SQLite (one process by nature) there is no election: ``SingleReplica`` is always active.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Final, Protocol
+
+from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+logger = logging.getLogger(__name__)
+
+
+def _lock_key(name: str) -> int:
+    """A fixed signed 64-bit key (PostgreSQL's bigint) derived from ``name``."""
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+LOCK_KEY: Final = _lock_key("inferwatch-evaluator")
+APPLICATION_PREFIX: Final = "inferwatch:"
+# PostgreSQL keeps at most 63 bytes of application_name.
+_MAX_NAME: Final = 63 - len(APPLICATION_PREFIX)
+
+# pg_locks shows a bigint advisory key as two 32-bit halves, classid (high) and objid (low);
+# advisory locks are per database (other stores on the server have their own active).
+_ACTIVE_QUERY: Final = text(
+    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.classid = :hi AND l.objid = :lo "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "LIMIT 1")
+
+
+class Role(StrEnum):
+    ACTIVE = "active"
+    STANDBY = "standby"
+
+
+def default_replica_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Replica(Protocol):
+    """What the service and the API ask of leadership (``Leadership`` or ``SingleReplica``)."""
+
+    replica_id: str
+    poll_seconds: float
+    changes: int
+    since: float
+    became_active: asyncio.Event
+    became_standby: asyncio.Event
+
+    @property
+    def role(self) -> Role: ...
+
+    @property
+    def elected(self) -> bool: ...
+
+    def active_replica(self) -> str | None: ...
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+class _Events:
+    """Role bookkeeping shared by both kinds of replica."""
+
+    def __init__(self, replica_id: str, poll_seconds: float,
+                 on_change: Callable[[Role], None] | None) -> None:
+        self.replica_id = replica_id[:_MAX_NAME]
+        self.poll_seconds = poll_seconds
+        self.changes = 0              # times this replica became active or stepped down
+        self.since = time.time()      # when the current role began
+        self.became_active = asyncio.Event()   # set while active
+        self.became_standby = asyncio.Event()  # set while standby
+        self.became_standby.set()
+        self._role = Role.STANDBY
+        self._on_change = on_change
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    def _set(self, role: Role) -> None:
+        if role is self._role:
+            return
+        self._role, self.since = role, time.time()
+        self.changes += 1
+        (self.became_active if role is Role.ACTIVE else self.became_standby).set()
+        (self.became_standby if role is Role.ACTIVE else self.became_active).clear()
+        logger.warning("replica %s is now %s", self.replica_id, role.value)
+        if self._on_change is not None:
+            self._on_change(role)
+
+
+class SingleReplica(_Events):
+    """A store only one process can use (SQLite): always active, no election. Its role is
+    stated as ``active`` since it does everything an active replica does; ``elected`` False
+    says that no lock decided it."""
+
+    elected = False
+
+    def __init__(self, replica_id: str | None = None, poll_seconds: float = 1.0,
+                 on_change: Callable[[Role], None] | None = None) -> None:
+        super().__init__(replica_id or default_replica_id(), poll_seconds, on_change)
+        self._role = Role.ACTIVE  # from the start: not a change of leader
+        self.became_active.set()
+        self.became_standby.clear()
+
+    def active_replica(self) -> str | None:
+        return self.replica_id
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+
+
+class Leadership(_Events):
+    """Competes for ``LOCK_KEY`` on PostgreSQL at ``url`` until ``run``'s stop is set."""
+
+    elected = True
+
+    def __init__(self, url: str, *, replica_id: str | None = None, poll_seconds: float = 1.0,
+                 connect_timeout_seconds: float = 5.0, lock_key: int = LOCK_KEY,
+                 on_change: Callable[[Role], None] | None = None) -> None:
+        super().__init__(replica_id or default_replica_id(), poll_seconds, on_change)
+        self.lock_key = lock_key
+        name = APPLICATION_PREFIX + self.replica_id
+        timeout = max(1, round(connect_timeout_seconds))
+        # NullPool: the lock connection is ours alone, and closing it really ends the session.
+        # TCP keepalives both ways: a silent network loss fails our check instead of hanging
+        # it, and the server ends the session (freeing the lock for a standby) in about 10 s
+        # instead of its default two hours.
+        self._engine: Engine = create_engine(
+            url, poolclass=NullPool, isolation_level="AUTOCOMMIT",
+            connect_args={"connect_timeout": timeout, "application_name": name,
+                          "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+                          "keepalives_count": 2,
+                          "options": "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 "
+                                     "-c tcp_keepalives_count=2"})
+        self._conn: Connection | None = None
+        self._reads: Engine | None = None  # for active_replica(), opened on first use
+        self._url = url
+
+    # --- the election ---
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():
+                active = self.role is Role.ACTIVE
+                # A hung check (a network that drops packets) counts as a failed one.
+                try:
+                    held, error = await asyncio.wait_for(
+                        asyncio.to_thread(self._poll, active),
+                        timeout=max(3 * self.poll_seconds, 5.0))
+                except TimeoutError:
+                    held, error = False, "the lock connection did not answer"
+                if error is not None:
+                    self._lost(error)
+                elif held:
+                    self._set(Role.ACTIVE)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.poll_seconds)
+        finally:
+            self._set(Role.STANDBY)
+            await asyncio.to_thread(self.close)
+
+    def _poll(self, active: bool) -> tuple[bool, str | None]:
+        """One round in a worker thread (it touches the connection, never the role): the
+        active checks its connection, a standby tries for the lock. Whether the lock is held,
+        and the error when the connection failed."""
+        try:
+            if self._conn is None:
+                self._conn = self._engine.connect()
+            if active:
+                self._conn.execute(text("SELECT 1"))
+                return True, None
+            got = self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"),
+                                     {"key": self.lock_key}).scalar_one()
+            return bool(got), None
+        except Exception as exc:  # any driver error: the session (and the lock) may be gone
+            return False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def _lost(self, why: str) -> None:
+        if self.role is Role.ACTIVE:
+            logger.error("replica %s: lock connection failed (%s); stepping down",
+                         self.replica_id, why)
+        else:
+            logger.debug("replica %s: cannot reach the database: %s", self.replica_id, why)
+        self._set(Role.STANDBY)
+        self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.invalidate()  # never handed back: a broken or doubtful session
+                conn.close()
+
+    def close(self) -> None:
+        """Give up the lock (its session ends; a standby takes over at its next poll)."""
+        self._drop_connection()
+        self._engine.dispose()
+        if self._reads is not None:
+            self._reads.dispose()
+
+    # --- who is active ---
+
+    def active_replica(self) -> str | None:
+        """The id of the replica holding the lock now (blocking); None if none does or the
+        database does not answer."""
+        if self.role is Role.ACTIVE:
+            return self.replica_id
+        if self._reads is None:
+            self._reads = create_engine(self._url, pool_pre_ping=True, pool_size=1,
+                                        max_overflow=0, connect_args={"connect_timeout": 5})
+        hi, lo = (self.lock_key >> 32) & 0xFFFFFFFF, self.lock_key & 0xFFFFFFFF
+        try:
+            with self._reads.connect() as conn:
+                name: Any = conn.execute(_ACTIVE_QUERY, {"hi": hi, "lo": lo}).scalar()
+        except Exception:  # unknown, not an error of the caller's request
+            logger.debug("cannot read the active replica", exc_info=True)
+            return None
+        if not isinstance(name, str):
+            return None
+        return name.removeprefix(APPLICATION_PREFIX)
+
+
+def replica_for(url: str, *, replica_id: str | None, poll_seconds: float,
+                on_change: Callable[[Role], None] | None = None) -> Replica:
+    """A Leadership on PostgreSQL; a SingleReplica on SQLite."""
+    if make_url(url).get_backend_name() == "postgresql":
+        return Leadership(url, replica_id=replica_id, poll_seconds=poll_seconds,
+                          on_change=on_change)
+    return SingleReplica(replica_id, poll_seconds, on_change)
