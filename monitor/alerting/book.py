@@ -223,6 +223,9 @@ class AlertBook:
         decided, and a replica that becomes active must not trust the copy it held."""
         if self.store is not None:
             self._alerts, self._changed = read_alerts(self.store), set()
+            # History queued by a round that was never saved belongs to the state just
+            # dropped: the store's history already ends where the store's alerts are.
+            self._events.clear()
 
     def announce_all(self) -> None:
         """Have the next ``due`` send every announced alert again (a new active replica:
