@@ -31,6 +31,7 @@ written as JSON to bench/out/ui_load.json (or --json).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -53,7 +54,8 @@ import uvicorn
 from bench.cpu_meter import _system_busy_seconds
 from bench.slo_store import E2E_BOUNDS, E2E_SHAPE, ERROR_TYPES, TTFT_BOUNDS, TTFT_SHAPE, Fill
 from bench.slo_store import _histogram as histogram
-from bench.slo_store import store_slos
+from bench.slo_store import HOUR, store_slos
+from bench.slo_store import fill as fill_month
 from bench.stack import sqlite_store
 from exporters import schema
 from exporters.sockets import bind_socket
@@ -130,15 +132,18 @@ def config_yaml(targets: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_state(store: Store, num_slos: int, num_targets: int, hours: float,
-                now: float) -> ServiceState:
-    """The service's state over a filled, rolled-up store, its SLOs evaluated once."""
+def build_state(store: Store, num_slos: int, num_targets: int, hours: float, now: float,
+                history: tuple[int, int] = (0, 0)) -> ServiceState:
+    """The service's state over a filled, rolled-up store, its SLOs evaluated once.
+    ``history``: (targets, days) of minute rows before the scrapes, for the first targets."""
     targets = Fill(num_targets, 0, 0).targets()
     config: MonitorConfig = parse_config(config_yaml(targets), "bench.yaml")
     for t in config.targets:
         store.register_target(TargetInfo(t.name, t.url, t.engine, dict(t.labels)))
-    end = math.floor(now / 60) * 60
-    last = fill(store, targets, end - hours * 3600, end)
+    start = math.floor((now - hours * 3600) / HOUR) * HOUR
+    if min(history) > 0:  # hour and minute rows up to ``start``, rollups watermarked there
+        fill_month(store, Fill(history[0], history[1] + 1, history[1], end=start))
+    last = fill(store, targets, start, math.floor(now / 60) * 60)
     store.rollup(now)
     metrics = MonitorMetrics()
     scrapes = ScrapeObserver(lambda _s: None, metrics)
@@ -210,6 +215,13 @@ def page_fetch(client: httpx.Client, path: str) -> Callable[[], int]:
 
 # --- headless Chromium over the DevTools pipe ----------------------------------------------
 
+def _above_4(fd: int) -> int:
+    """``fd`` moved to a number above 4, so the shell's 3<&N 4>&M cannot clobber it."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return moved
+
+
 class DevTools:
     """A Chromium of its own, driven over --remote-debugging-pipe (it reads commands on fd 3
     and writes answers and events on fd 4, each JSON message ending in a NUL byte), with one
@@ -218,21 +230,27 @@ class DevTools:
     def __init__(self, executable: str, timeout: float = 60.0) -> None:
         self.timeout = timeout
         self._profile = tempfile.TemporaryDirectory(prefix="inferwatch-ui-load-")
-        to_browser_r, self._to_browser = os.pipe()
-        self._from_browser, from_browser_w = os.pipe()
-        # The shell puts the pipes on fds 3 and 4, where Chromium looks for them.
-        command = ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}',
+        to_browser_r, self._to_browser = map(_above_4, os.pipe())
+        self._from_browser, from_browser_w = map(_above_4, os.pipe())
+        # bash (dash takes single-digit fds only) puts the pipes on fds 3 and 4 for Chromium.
+        command = ["/bin/bash", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}',
                    executable, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile.name}",
                    "--remote-debugging-pipe", "about:blank"]
-        self._process = subprocess.Popen(
-            command, pass_fds=(to_browser_r, from_browser_w), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, env={**os.environ, "HOME": self._profile.name},
-            start_new_session=True)
+        with open(Path(self._profile.name) / "stderr.log", "wb") as log:
+            self._process = subprocess.Popen(
+                command, pass_fds=(to_browser_r, from_browser_w), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=log,
+                env={**os.environ, "HOME": self._profile.name}, start_new_session=True)
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buffer = b""
         self._next_id = 0
         self.session = self._attach()
+
+    def _stderr(self) -> str:
+        path = Path(self._profile.name) / "stderr.log"
+        lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+        return "\n".join(lines[-20:]) or "(empty)"
 
     def _attach(self) -> str:
         pages = [t for t in self.call("Target.getTargets")["targetInfos"] if t["type"] == "page"]
@@ -268,10 +286,12 @@ class DevTools:
                     return message
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._from_browser], [], [], left)[0]:
-                raise TimeoutError("Chromium did not answer over the DevTools pipe")
+                raise TimeoutError("Chromium did not answer over the DevTools pipe; stderr:\n"
+                                   + self._stderr())
             chunk = os.read(self._from_browser, 1 << 20)
             if not chunk:
-                raise RuntimeError("Chromium closed the DevTools pipe")
+                raise RuntimeError("Chromium closed the DevTools pipe; stderr:\n"
+                                   + self._stderr())
             self._buffer += chunk
 
     def load(self, url: str) -> dict[str, float]:
@@ -404,6 +424,11 @@ def main() -> None:
     parser.add_argument("--slos", type=int, default=1000)
     parser.add_argument("--targets", type=int, default=200)
     parser.add_argument("--hours", type=float, default=3.0, help="hours of 15-second scrapes")
+    parser.add_argument("--history-targets", type=int, default=10,
+                        help="targets with --history-days of minute rows before the scrapes "
+                             "(the first 10 are those the list's 50 sparklines select)")
+    parser.add_argument("--history-days", type=int, default=34,
+                        help="days of minute rows (a 30-day report reads 30 + 3 days)")
     parser.add_argument("--repeat", type=int, default=10, help="warm repetitions per figure")
     parser.add_argument("--cold", type=int, default=3, help="cold SLO-list loads (httpx)")
     parser.add_argument("--quick", action="store_true",
@@ -413,6 +438,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.slos, args.targets, args.hours, args.repeat, args.cold = 20, 5, 1.0, 2, 1
+        args.history_targets, args.history_days = 1, 2
     run(args)
 
 
@@ -422,15 +448,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as work, \
             sqlite_store(Path(work) / "ui.db") as store:
         started = time.perf_counter()
-        state = build_state(store, args.slos, args.targets, args.hours, now)
+        state = build_state(store, args.slos, args.targets, args.hours, now,
+                            (args.history_targets, args.history_days))
         built = time.perf_counter() - started
-        size = (Path(work) / "ui.db").stat().st_size / 1e6
-        print(f"state: {args.targets} targets x {args.hours:g} h of 15 s scrapes, {size:.0f} MB "
-              f"SQLite, {args.slos} SLOs evaluated ({built:.0f} s to build)", flush=True)
+        size = sum(p.stat().st_size for p in Path(work).glob("ui.db*")) / 1e6
+        print(f"state: {args.targets} targets x {args.hours:g} h of 15 s scrapes (the first "
+              f"{args.history_targets} with {args.history_days} days of minutes before), "
+              f"{size:.0f} MB SQLite, {args.slos} SLOs evaluated ({built:.0f} s to build)",
+              flush=True)
         meter = OthersMeter()
         results = measure(state, args.chromium, args.repeat, args.cold)
         others = meter.cores()
     results["settings"] = {"slos": args.slos, "targets": args.targets, "hours": args.hours,
+                           "history_targets": args.history_targets,
+                           "history_days": args.history_days,
                            "repeat": args.repeat, "cold": args.cold,
                            "others_cores": others, "load_average": os.getloadavg(),
                            "cpus": os.cpu_count(), "measured_at": time.strftime(
