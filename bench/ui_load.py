@@ -7,9 +7,11 @@ targets, beside the JSON API's own timing, in one run (issue 18).
 The monitor state: a SQLite store filled with --hours hours of 15-second scrapes of --targets
 targets (requests, errors, prompt and generation tokens, running/waiting/batch-size/KV-cache
 gauges, TTFT, ITL and end-to-end histograms in the schema's buckets), rolled up as a running
-monitor leaves it; the targets in the config, each with its last scrape recorded; --slos SLOs
-of the kinds of ``bench.slo_store.store_slos`` (availability, TTFT and end-to-end latency, by
-target or by pool, 30-day periods) evaluated once. The service's app (``create_app``) serves
+monitor leaves it, and before them --history-days of minute rows (``bench.slo_store``) for
+the first --history-targets targets: those the SLO list's sparklines select; the targets in
+the config, each with its last scrape recorded; --slos SLOs of the kinds of
+``bench.slo_store.store_slos`` (availability, TTFT and end-to-end latency, by target or by
+pool, 30-day periods) evaluated once. The service's app (``create_app``) serves
 it with uvicorn on a port-0 socket in this process. Then, --repeat times each (median and
 p90):
 
@@ -20,6 +22,10 @@ p90):
            over the DevTools protocol on --remote-debugging-pipe: Page.navigate, wait for the
            load event, then the page's Navigation Timing entry (responseEnd,
            domContentLoadedEventEnd, loadEventEnd, ms from the navigation's start).
+
+Each row also has the CPU time this process spent meanwhile (the server's, all but the
+client's parsing): on a shared machine the wall times grow with the load, the CPU much less.
+The html and browser loads of a page alternate, so both see the same load.
 
 The SLO list draws sparklines for its first 50 SLOs and keeps each for 5 minutes
 (monitor/ui/routes.py): its first load pays for 50 period reports. That cold load is measured
