@@ -211,15 +211,6 @@ def time_into(timed: Timed, fetch: Callable[[], int]) -> None:
     timed.cpu.append(time.process_time() - cpu)
 
 
-def time_get(fetch: Callable[[], int], repeat: int) -> Timed:
-    timed = Timed()
-    for _ in range(repeat):
-        started = time.perf_counter()
-        timed.size = fetch()
-        timed.seconds.append(time.perf_counter() - started)
-    return timed
-
-
 def page_fetch(client: httpx.Client, path: str) -> Callable[[], int]:
     def fetch() -> int:
         response = client.get(path)
@@ -378,9 +369,11 @@ def measure(state: ServiceState, chromium: str, repeat: int, cold: int) -> dict[
     sparklines stay cached (SPARKLINE_SECONDS) for all of its warm loads."""
     num_slos, num_targets = len(state.slos), len(state.config().targets)
     out: dict[str, Any] = {"cold": {"httpx": [], "browser": None}}
+    cold_list = Timed()
     for _ in range(cold):
         with serving(create_app(state)) as url, httpx.Client(base_url=url, timeout=300) as c:
-            out["cold"]["httpx"].append(time_get(page_fetch(c, PAGES["slo list"]), 1).seconds[0])
+            time_into(cold_list, page_fetch(c, PAGES["slo list"]))
+    out["cold"]["httpx"], out["cold"]["httpx_cpu"] = cold_list.seconds, cold_list.cpu
     api = {"GET /api/v1/slos": Timed(), "GET /api/v1/targets": Timed()}
     html = {f"GET {path}": Timed() for path in PAGES.values()}
     pages: dict[str, list[dict[str, float]]] = {path: [] for path in PAGES.values()}
@@ -437,7 +430,7 @@ def table(results: dict[str, Any]) -> str:
                 fields["server_cpu"] if f == "loadEventEnd" else None)
     cold = results["cold"]
     if cold["httpx"]:
-        row("HTML GET /ui/slos, cold sparklines", stats(cold["httpx"]))
+        row("HTML GET /ui/slos, cold sparklines", stats(cold["httpx"]), stats(cold["httpx_cpu"]))
     if cold["browser"]:
         b = cold["browser"]
         rows.append(f"{'Chromium /ui/slos cold: responseEnd / loadEventEnd':<44} "
