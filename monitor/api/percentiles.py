@@ -1,0 +1,55 @@
+"""Percentile series with their bucket edges (issue 21): beside each point's number, the
+edges it lies between and whether the buckets vouch for a number, an interval or a bound."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+from exporters import schema
+from exporters.buckets import QuantileEstimate
+from monitor.api.schemas import PercentilePointOut
+from monitor.collect.derive import Percentiles
+from monitor.store import Selector, Store
+from monitor.store.queries import histogram_series
+
+# Series metric -> (histogram, quantile name): the percentile figures the series route serves.
+PERCENTILE_METRICS: Final[dict[str, tuple[str, str]]] = {
+    "ttft_p99_seconds": (schema.TIME_TO_FIRST_TOKEN, "p99"),
+    "itl_p99_seconds": (schema.INTER_TOKEN_LATENCY, "p99"),
+    "e2e_p99_seconds": (schema.REQUEST_DURATION, "p99"),
+}
+
+
+def estimates_by_end(store: Store, target: str, metric: str, start: float, end: float,
+                     step: float) -> dict[float, QuantileEstimate]:
+    """The percentile estimate of each step of (start, end] that observed something."""
+    histogram, quantile = PERCENTILE_METRICS[metric]
+    found: dict[float, QuantileEstimate] = {}
+    for t, delta in histogram_series(store, Selector(target=target), histogram, start, end,
+                                     step):
+        if delta is not None and delta.count > 0:
+            found[round(t, 3)] = Percentiles.of(delta).estimate(quantile)
+    return found
+
+
+def percentile_points(store: Store, target: str, metric: str, ends: Sequence[float],
+                      step: float) -> list[PercentilePointOut]:
+    """One entry per step end of ``ends`` (the series' points), in their order."""
+    if not ends:
+        return []
+    found = estimates_by_end(store, target, metric, ends[0] - step, ends[-1], step)
+    return [point_out(t, found.get(round(t, 3))) for t in ends]
+
+
+def point_out(t: float, estimate: QuantileEstimate | None) -> PercentilePointOut:
+    if estimate is None:
+        return PercentilePointOut(time=t, value=None, lower=None, upper=None, kind="no_data")
+    return PercentilePointOut(time=t, value=_finite(estimate.value),
+                              lower=_finite(estimate.lower), upper=_finite(estimate.upper),
+                              kind=estimate.kind.value)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
