@@ -73,6 +73,10 @@ class SloOut(BaseModel):
     alerts: list[SloAlertOut]
     evaluated_at: float | None
     error: str | None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why the SLI is only a bound: a latency threshold that a target's stored "
+                    "bucket edges lack (good events counted at the edge below)")
 
 
 class AlertOut(BaseModel):
