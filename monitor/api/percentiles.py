@@ -7,31 +7,19 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from exporters import schema
 from exporters.buckets import QuantileEstimate
+from monitor.anomaly.features import PERCENTILE_FEATURES, read_percentile_estimates
 from monitor.api.schemas import PercentilePointOut
-from monitor.collect.derive import Percentiles
-from monitor.store import Selector, Store
-from monitor.store.queries import histogram_series
+from monitor.store import Store
 
-# Series metric -> (histogram, quantile name): the percentile figures the series route serves.
-PERCENTILE_METRICS: Final[dict[str, tuple[str, str]]] = {
-    "ttft_p99_seconds": (schema.TIME_TO_FIRST_TOKEN, "p99"),
-    "itl_p99_seconds": (schema.INTER_TOKEN_LATENCY, "p99"),
-    "e2e_p99_seconds": (schema.REQUEST_DURATION, "p99"),
-}
+# Series metric -> (histogram, quantile): the percentile figures the series route serves.
+PERCENTILE_METRICS: Final = PERCENTILE_FEATURES
 
 
 def estimates_by_end(store: Store, target: str, metric: str, start: float, end: float,
                      step: float) -> dict[float, QuantileEstimate]:
     """The percentile estimate of each step of (start, end] that observed something."""
-    histogram, quantile = PERCENTILE_METRICS[metric]
-    found: dict[float, QuantileEstimate] = {}
-    for t, delta in histogram_series(store, Selector(target=target), histogram, start, end,
-                                     step):
-        if delta is not None and delta.count > 0:
-            found[round(t, 3)] = Percentiles.of(delta).estimate(quantile)
-    return found
+    return read_percentile_estimates(store, target, metric, start, end, step)
 
 
 def percentile_points(store: Store, target: str, metric: str, ends: Sequence[float],
