@@ -158,7 +158,7 @@ class SloEvaluator:
         self.settle_seconds = settle_seconds
         self.include_open_minute = include_open_minute
         self._tracked = {slo.name: _track(slo) for slo in slos}
-        self._logged_warnings: set[tuple[str, str]] = set()  # (SLO, first words) logged once
+        self._logged_warnings: set[tuple[str, str]] = set()  # see _warnings
 
     @property
     def slos(self) -> list[Slo]:
@@ -280,7 +280,8 @@ class SloEvaluator:
                 logger.warning("SLO %s: checking its thresholds failed: %s",
                                tracked.slo.name, exc)
             for warning in tracked.warnings:
-                key = (tracked.slo.name, warning.split(":", 2)[1])  # the SLO and its target
+                # Logged once per SLO and message up to its numbers (the period's SLIs).
+                key = (tracked.slo.name, warning.partition(" the true SLI")[0])
                 if key not in self._logged_warnings:
                     self._logged_warnings.add(key)
                     logger.warning("%s", warning)
