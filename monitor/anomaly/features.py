@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from exporters import schema
+from exporters.buckets import QuantileEstimate
 from monitor.anomaly.detectors import Direction
 from monitor.collect.derive import Percentiles
 from monitor.collect.snapshot import GaugeStats, HistogramDelta
@@ -122,6 +123,28 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
                                      if cache_queries[k] > 0 else math.nan),
         }))
     return rows[1:]
+
+
+# Percentile features -> (histogram, quantile): what ``read_percentile_estimates`` reads.
+PERCENTILE_FEATURES: Final[dict[str, tuple[str, str]]] = {
+    "ttft_p99_seconds": (schema.TIME_TO_FIRST_TOKEN, "p99"),
+    "itl_p99_seconds": (schema.INTER_TOKEN_LATENCY, "p99"),
+    "e2e_p99_seconds": (schema.REQUEST_DURATION, "p99"),
+}
+
+
+def read_percentile_estimates(store: Store, target: str, feature: str, start: float,
+                              end: float, step: float) -> dict[float, QuantileEstimate]:
+    """Step end (rounded to ms) -> the estimate behind a percentile feature's value, for the
+    steps of (start, end] that observed something: the bucket edges around it and whether
+    it is a number or only a bound (``exporters.buckets.estimate_quantile``)."""
+    histogram, quantile = PERCENTILE_FEATURES[feature]
+    found: dict[float, QuantileEstimate] = {}
+    for t, delta in histogram_series(store, Selector(target=target), histogram, start, end,
+                                     step):
+        if delta is not None and delta.count > 0:
+            found[round(t, 3)] = Percentiles.of(delta).estimate(quantile)
+    return found
 
 
 def vector(row: Row, names: Sequence[str] = VECTOR) -> list[float]:

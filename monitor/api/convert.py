@@ -56,7 +56,7 @@ def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:
         burn_rates=[BurnRateOut(window=b.window, seconds=b.seconds, events=b.events,
                                 error_ratio=finite(b.error_ratio),
                                 burn_rate=finite(b.burn_rate)) for b in status.burn_rates],
-        evaluated_at=status.evaluated_at, error=status.error)
+        evaluated_at=status.evaluated_at, error=status.error, warnings=list(status.warnings))
 
 
 def alert_out(alert: Alert) -> AlertOut:

@@ -73,6 +73,10 @@ class SloOut(BaseModel):
     alerts: list[SloAlertOut]
     evaluated_at: float | None
     error: str | None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why the SLI is only a bound: a latency threshold that a target's stored "
+                    "bucket edges lack (good events counted at the edge below)")
 
 
 class AlertOut(BaseModel):
@@ -142,6 +146,20 @@ class TargetOut(BaseModel):
     headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
 
 
+class PercentilePointOut(BaseModel):
+    """A percentile of one step with what the engine's buckets vouch for (issue 21)."""
+
+    time: float
+    value: float | None = Field(description="histogram_quantile's number (as in points)")
+    lower: float | None = Field(description="the bucket edge below the percentile")
+    upper: float | None = Field(description="the bucket edge above it; null: +Inf bucket")
+    kind: Literal["exact_edge", "interpolated", "interval", "upper_bound", "lower_bound",
+                  "no_data"] = Field(
+        description="interpolated/exact_edge: the value may be quoted; interval: only "
+                    "between lower and upper (bucket wider than 2x); upper_bound: in the "
+                    "first bucket, only '< upper'; lower_bound: in +Inf, only '> lower'")
+
+
 class SeriesOut(BaseModel):
     target: str
     metric: str
@@ -150,6 +168,9 @@ class SeriesOut(BaseModel):
     end: float
     step: float
     points: list[tuple[float, float | None]]
+    estimates: list[PercentilePointOut] | None = Field(
+        default=None, description="percentile metrics only: per point of ``points``, the "
+                                  "bucket edges around the value and what it may claim")
 
 
 class RunOut(BaseModel):

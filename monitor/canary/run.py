@@ -8,11 +8,11 @@ judge then compares per-request and per-interval samples (samples.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from monitor.canary.judge import JudgeConfig, Judgement, judge
-from monitor.canary.samples import Samples, run_samples, stored_samples
+from monitor.canary.judge import JudgeConfig, Judgement, Verdict, judge
+from monitor.canary.samples import Samples, bounded_intervals, run_samples, stored_samples
 from monitor.loadgen.metrics import RunSummary, summarize
 from monitor.loadgen.runner import Endpoint, Limits, ProgressCallback, RunResult, run_paired
 from monitor.loadgen.workload import WorkloadSpec
@@ -61,11 +61,13 @@ class StoredComparison:
     baseline: Samples
     canary: Samples
     judgement: Judgement
+    # Percentile samples that are only bounds of an engine's coarse buckets, and why.
+    percentile_bounds: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"judgement": self.judgement.to_dict(), "baseline_target": self.baseline_target,
                 "canary_target": self.canary_target, "start": self.start, "end": self.end,
-                "step": self.step}
+                "step": self.step, "percentile_bounds": dict(self.percentile_bounds)}
 
 
 def judge_stored(store: Store, baseline_target: str, canary_target: str, start: float,
@@ -81,5 +83,30 @@ def judge_stored(store: Store, baseline_target: str, canary_target: str, start: 
                              f"{', '.join(sorted(known)) or 'none'})")
     b = stored_samples(store, baseline_target, start, end, step)
     c = stored_samples(store, canary_target, start, end, step)
+    notes = percentile_bound_notes(
+        bounded_intervals(store, baseline_target, start, end, step),
+        bounded_intervals(store, canary_target, start, end, step))
     return StoredComparison(baseline_target, canary_target, start, end, step, b, c,
-                            judge(b, c, config))
+                            flag_bounds(judge(b, c, config), notes), notes)
+
+
+def percentile_bound_notes(baseline: dict[str, tuple[int, int]],
+                           canary: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """Sample name -> why its percentiles are not precise (issue 21), where any interval of
+    either target is only a bound of the engine's buckets."""
+    notes = {}
+    for name in sorted(set(baseline) | set(canary)):
+        (b_bound, b_all), (c_bound, c_all) = baseline.get(name, (0, 0)), canary.get(name, (0, 0))
+        if b_bound or c_bound:
+            notes[name] = (f"only bounds in {b_bound}/{b_all} baseline and {c_bound}/{c_all} "
+                           "canary intervals (the engine's buckets are too coarse there): the "
+                           "shift is not a precise measure")
+    return notes
+
+
+def flag_bounds(judgement: Judgement, notes: dict[str, str]) -> Judgement:
+    """The judgement with each judged metric of ``notes`` saying so in its reason."""
+    results = tuple(replace(r, reason=f"{r.reason}; {notes[r.name]}")
+                    if r.name in notes and r.verdict is not Verdict.NODATA else r
+                    for r in judgement.results)
+    return replace(judgement, results=results)

@@ -113,3 +113,20 @@ def stored_samples(store: Store, target: str, start: float, end: float,
         points = counter_series(store, selector, exposed, start, end, step)
         samples[name] = [math.nan if v is None else v / step for _, v in points]
     return samples
+
+
+def bounded_intervals(store: Store, target: str, start: float, end: float,
+                      step: float) -> dict[str, tuple[int, int]]:
+    """Per stored percentile sample (``ttft_p99``...): how many of the target's intervals
+    with data are only a bound or an interval of the engine's buckets, not a number
+    (``exporters.buckets.estimate_quantile``: all in the first bucket, in +Inf, or in a
+    bucket over 2x wide), and how many have data."""
+    from monitor.anomaly.features import read_percentile_estimates
+
+    found: dict[str, tuple[int, int]] = {}
+    for feature, name in _FROM_FEATURES.items():
+        if not feature.endswith("_p99_seconds"):
+            continue
+        estimates = read_percentile_estimates(store, target, feature, start, end, step)
+        found[name] = (sum(e.is_bound for e in estimates.values()), len(estimates))
+    return found

@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from exporters import schema
-from exporters.buckets import SLO_THRESHOLDS_SECONDS, interpolate_quantile
+from exporters.buckets import (
+    SLO_THRESHOLDS_SECONDS,
+    EstimateKind,
+    QuantileEstimate,
+    estimate_quantile,
+)
 from exporters.schema import SCHEMA, MetricType
 from monitor.collect.snapshot import (
     GaugeStats,
@@ -45,12 +50,20 @@ POOLED_GAUGES: Final[frozenset[str]] = frozenset(
 _T = TypeVar("_T")
 
 
+_NO_ESTIMATE: Final = QuantileEstimate(NAN, NAN, NAN, EstimateKind.NO_DATA)
+
+
 @dataclass(frozen=True, slots=True)
 class Percentiles:
+    """histogram_quantile's numbers (p50..p99, as before), and per quantile of QUANTILES
+    what the buckets vouch for (``estimates``: the edges it lies between and whether it is
+    a number, an interval or only a bound; ``exporters.buckets.estimate_quantile``)."""
+
     p50: float
     p90: float
     p95: float
     p99: float
+    estimates: tuple[QuantileEstimate, ...] = ()
 
     @classmethod
     def of(cls, histogram: HistogramDelta | None) -> Percentiles:
@@ -58,7 +71,14 @@ class Percentiles:
         if histogram is None:
             return cls(NAN, NAN, NAN, NAN)
         cumulative = histogram.cumulative()
-        return cls(*(interpolate_quantile(q, histogram.bounds, cumulative) for q in QUANTILES))
+        found = tuple(estimate_quantile(q, histogram.bounds, cumulative) for q in QUANTILES)
+        p50, p90, p95, p99 = (e.value for e in found)
+        return cls(p50, p90, p95, p99, found)
+
+    def estimate(self, name: str) -> QuantileEstimate:
+        """The estimate of ``p50``/``p90``/``p95``/``p99``; NO_DATA when none was made."""
+        index = [f"p{round(q * 100)}" for q in QUANTILES].index(name)
+        return self.estimates[index] if self.estimates else _NO_ESTIMATE
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,15 +62,14 @@ def _selector(slo: Slo) -> Selector:
 
 
 def bucket_bound(bounds: Sequence[float], sli: LatencySli) -> float:
-    """The stored bucket bound equal to the threshold. Engines with other buckets (vLLM's
-    TTFT has none at 0.2 s) cannot answer exactly, and an interpolated count is not one."""
+    """The stored bucket bound equal to the threshold; where the engine's buckets lack it
+    (vLLM's TTFT has no 2.0 s edge) the threshold itself, so that ``count_at_most`` counts at
+    the edge below: an exact count of a stricter SLI, a lower bound of the SLO's, never an
+    interpolated one. The SLO's status says so (``monitor.slo.thresholds``)."""
     for bound in bounds:
         if abs(bound - sli.threshold_seconds) <= 1e-9 * sli.threshold_seconds:
             return bound
-    nearest = sorted(bounds, key=lambda b: abs(b - sli.threshold_seconds))[:3]
-    raise ValueError(f"{sli.histogram} as stored has no bucket bound at "
-                     f"{sli.threshold_seconds:g}s (nearest: {sorted(nearest)}); choose a "
-                     "threshold the engine's buckets have")
+    return sli.threshold_seconds
 
 
 CounterKey = tuple[str, tuple[tuple[str, str], ...]]  # exposed name, labels to match
@@ -130,8 +129,6 @@ class _TargetReads:
         found = self._histograms[sli.histogram]
         if found.mixed_layouts:
             return None
-        if found.bounds is not None and found.rows[rows].any():
-            bucket_bound(found.bounds, sli)  # raises as the per-SLO read would
         return StepArrays(self.ends, found.at_most[sli.threshold_seconds][rows].sum(axis=0),
                           found.total[rows].sum(axis=0), answered)
 

@@ -1,5 +1,6 @@
 """``inferwatch slo propose``: an SLO file from what a sweep measured (``inferwatch slo
-report``, an SLO's HTML report from the store, is monitor/slo/report_cli.py).
+report``, an SLO's HTML report from the store, is monitor/slo/report_cli.py; ``inferwatch slo
+buckets``, an engine's bucket flag from SLO files, monitor/slo/buckets_cli.py).
 
     inferwatch slo propose --sweep out/sweep --out alerts/slos/chat.yaml
     inferwatch slo propose --run-id nightly --config inferwatch.yaml --peak-qps 40 --out chat.yaml
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.collect.config import ConfigError
-from monitor.slo import report_cli
+from monitor.slo import buckets_cli, report_cli
 from monitor.slo.propose import ProposeError, ProposeOptions, SweepSource, propose, slo_name
 
 
@@ -40,11 +41,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     prop.add_argument("--peak-qps", type=float, help="replicas needed for this peak")
     prop.add_argument("--redundancy", type=int, default=1, help="N+R spare replicas")
     report_cli.add_parser(actions)
+    buckets_cli.add_parser(actions)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.slo_action == "report":
         return report_cli.run(args)
+    if args.slo_action == "buckets":
+        return buckets_cli.run(args)
     try:
         document, source, default_name = _read_sweep(args)
         options = ProposeOptions(

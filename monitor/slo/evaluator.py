@@ -27,7 +27,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -37,8 +37,16 @@ import numpy.typing as npt
 from monitor.slo.durations import format_duration
 from monitor.slo.forecast import Forecast, forecast
 from monitor.slo.history import Counts, EventHistory
-from monitor.slo.steps import Prefetched, Read, SliSource, Step, StepArrays, read_arrays
-from monitor.slo.spec import Budgeting, Slo, ThroughputSli
+from monitor.slo.steps import (
+    Prefetched,
+    Read,
+    SliSource,
+    Step,
+    StepArrays,
+    WarningSource,
+    read_arrays,
+)
+from monitor.slo.spec import Budgeting, LatencySli, Slo, ThroughputSli
 from monitor.slo.windows import (
     NO_DATA_ALERT,
     BurnWindow,
@@ -57,6 +65,8 @@ DEFAULT_SETTLE_SECONDS = 30.0
 # SLOs whose reads are fetched ahead together: bounds what a first tick holds at once (a
 # month of hours and days of minutes each) while a thousand SLOs still read in few queries.
 READ_AHEAD_SLOS = 1000
+# How often an SLO's thresholds are checked against the stored bucket edges (a period read).
+WARNINGS_REFRESH_SECONDS = 3600.0
 
 
 class SloState(StrEnum):
@@ -102,6 +112,9 @@ class SloStatus:
     conditions: tuple[AlertCondition, ...]
     error: str | None = None
     forecast: Forecast | None = None  # None when the SLI could not be read
+    # Why the SLI is only a bound (a latency threshold between a target's stored bucket
+    # edges: monitor.slo.thresholds); empty when it is exact.
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -113,6 +126,8 @@ class _Tracked:
     closed_through: float | None = None
     window_seconds: tuple[float, ...] = field(default_factory=tuple)
     watching_since: float | None = None  # the first tick
+    warnings: tuple[str, ...] = ()
+    warnings_at: float | None = None     # when ``warnings`` were last read
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +158,7 @@ class SloEvaluator:
         self.settle_seconds = settle_seconds
         self.include_open_minute = include_open_minute
         self._tracked = {slo.name: _track(slo) for slo in slos}
+        self._logged_warnings: set[tuple[str, str]] = set()  # see _warnings
 
     @property
     def slos(self) -> list[Slo]:
@@ -245,7 +261,31 @@ class SloEvaluator:
         burns = {seconds: _burn(slo, seconds, _window(tracked.events, seconds, open_seconds)
                                 + open_part)
                  for seconds in tracked.window_seconds}
-        return _status(tracked, now, period, burns, open_part)
+        status = _status(tracked, now, period, burns, open_part)
+        warnings = self._warnings(tracked, period_start, now)
+        return replace(status, warnings=warnings) if warnings else status
+
+    def _warnings(self, tracked: _Tracked, period_start: float, now: float) -> tuple[str, ...]:
+        """The source's warnings about this SLO, read on the first tick and then every
+        WARNINGS_REFRESH_SECONDS (they read the whole period); each logged once."""
+        if not isinstance(tracked.slo.sli, LatencySli) or not isinstance(self.source,
+                                                                         WarningSource):
+            return ()
+        if tracked.warnings_at is None or now - tracked.warnings_at >= WARNINGS_REFRESH_SECONDS:
+            tracked.warnings_at = now
+            try:
+                tracked.warnings = tuple(self.source.threshold_warnings(
+                    tracked.slo, period_start, now))
+            except Exception as exc:  # a warning is advice: never fail the SLO for it
+                logger.warning("SLO %s: checking its thresholds failed: %s",
+                               tracked.slo.name, exc)
+            for warning in tracked.warnings:
+                # Logged once per SLO and message up to its numbers (the period's SLIs).
+                key = (tracked.slo.name, warning.partition(" the true SLI")[0])
+                if key not in self._logged_warnings:
+                    self._logged_warnings.add(key)
+                    logger.warning("%s", warning)
+        return tracked.warnings
 
     def _catch_up(self, tracked: _Tracked, closed_end: float, now: float) -> None:
         if tracked.closed_through is None:

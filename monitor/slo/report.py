@@ -56,7 +56,7 @@ from monitor.slo.report_model import (
     Totals,
     WindowBurnSeries,
 )
-from monitor.slo.steps import SliSource, StepArrays, read_arrays
+from monitor.slo.steps import SliSource, StepArrays, WarningSource, read_arrays
 from monitor.slo.spec import (
     AvailabilitySli,
     Budgeting,
@@ -144,7 +144,13 @@ def build_report(slo: Slo, source: SliSource, start: float, end: float,
         _series(slo, cumulative, grid, first, steps), burns,
         _burn_intervals(slo, windows, cumulative, grid),
         tuple(Interval(a, b) for a, b in _runs(data[first:] == 0, grid.start, grid.resolution)),
-        _forecast(slo, grid.end, totals, burns))
+        _forecast(slo, grid.end, totals, burns), _warnings(slo, source, grid.start, grid.end))
+
+
+def _warnings(slo: Slo, source: SliSource, start: float, end: float) -> tuple[str, ...]:
+    if not isinstance(source, WarningSource):
+        return ()
+    return tuple(source.threshold_warnings(slo, start, end))
 
 
 def _forecast(slo: Slo, end: float, totals: Totals,

@@ -88,7 +88,7 @@ def render_html(report: SloReport, ui_url: str | None = None) -> str:
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
         f"<title>{title}</title>\n<style>{_STYLE}</style>\n<script>{_SCRIPT}</script>\n"
-        f"</head>\n<body>\n{_header(report)}\n{_ui_link(report, ui_url)}"
+        f"</head>\n<body>\n{_header(report)}\n{_warnings(report)}{_ui_link(report, ui_url)}"
         f"{_windows_table(report)}\n{figures}\n"
         "</body>\n</html>\n")
 
@@ -117,6 +117,14 @@ def _header(report: SloReport) -> str:
                    if slo.description else "")
     return (f"<header>\n<h1>SLO report: {escape(slo.name)}</h1>\n{description}"
             f"<dl class=\"summary\">\n{items}\n</dl>\n</header>")
+
+
+def _warnings(report: SloReport) -> str:
+    """Why the SLI is only a bound (issue 21): said before any number is read."""
+    if not report.warnings:
+        return ""
+    items = "\n".join(f"<li>{escape(w)}</li>" for w in report.warnings)
+    return f"<ul class=\"warnings\" id=\"warnings\">\n{items}\n</ul>\n"
 
 
 def _ui_link(report: SloReport, ui_url: str | None) -> str:

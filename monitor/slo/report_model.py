@@ -89,6 +89,9 @@ class SloReport:
     burn_intervals: tuple[BurnInterval, ...]
     no_data_intervals: tuple[Interval, ...]
     forecast: Forecast               # at the report's end, from its budget and burn rates
+    # Why the SLI is only a bound (a latency threshold between a target's stored bucket
+    # edges: monitor.slo.thresholds); empty when it is exact.
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The API's JSON body: NaN and infinities become None, tuples lists."""

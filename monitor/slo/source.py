@@ -44,6 +44,7 @@ from monitor.slo.steps import (
     StepArrays,
     read_arrays,
 )
+from monitor.slo.thresholds import threshold_warnings
 from monitor.store.db import Store
 from monitor.store.queries import Selector, counter_series, histogram_series
 
@@ -67,6 +68,11 @@ class StoreSliSource:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    def threshold_warnings(self, slo: Slo, start: float, end: float) -> list[str]:
+        """Targets whose stored buckets lack the SLO's latency threshold, and the SLI bounds
+        that implies (``monitor.slo.thresholds``)."""
+        return threshold_warnings(self.store, slo, start, end)
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
         selector = Selector(slo.selector.target, slo.selector.labels)

@@ -36,6 +36,14 @@ class SliSource(Protocol):
         ...
 
 
+@runtime_checkable
+class WarningSource(Protocol):
+    """A source that can say why an SLO's SLI is only a bound (``StoreSliSource``: a latency
+    threshold between a target's stored bucket edges, ``monitor.slo.thresholds``)."""
+
+    def threshold_warnings(self, slo: Slo, start: float, end: float) -> list[str]: ...
+
+
 Floats = npt.NDArray[np.float64]
 
 

@@ -178,11 +178,9 @@ def histogram_by_target(conn: Connection, ids: IdCache, targets: TargetRows,
 
 def _bucket_count(bounds: Sequence[float], threshold: float) -> int:
     """Buckets counted as at most ``threshold``: up to the bound equal to it (within 1e-9,
-    as SLO thresholds are matched); none when the layout lacks it (the SLO reports that)."""
-    for k, bound in enumerate(bounds):
-        if abs(bound - threshold) <= 1e-9 * threshold:
-            return k + 1
-    return 0
+    as SLO thresholds are matched); when the layout lacks it, up to the edge below, as
+    ``HistogramDelta.count_at_most`` counts (the SLO's status warns: monitor.slo.thresholds)."""
+    return sum(1 for bound in bounds if bound <= threshold * (1 + 1e-9))
 
 
 def _batches(conn: Connection, stmt: Select[Any]) -> Iterator[Sequence[Sequence[Any]]]:

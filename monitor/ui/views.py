@@ -11,6 +11,7 @@ from typing import Final
 from monitor.alerting.book import Alert
 from monitor.anomaly.features import read_features
 from monitor.api.convert import alert_out, finite, slo_out, target_out
+from monitor.api.percentiles import PERCENTILE_METRICS, estimates_by_end
 from monitor.api.schemas import AlertOut, SloOut, TargetOut
 from monitor.api.routers.slos import SETTLE_SECONDS
 from monitor.api.state import ServiceState
@@ -18,6 +19,7 @@ from monitor.slo.evaluator import SloStatus
 from monitor.slo.report import build_report
 from monitor.slo.report_model import StepSeries
 from monitor.slo.source import StoreSliSource
+from monitor.ui.fmt import millis
 from monitor.ui.history import SloHistory, slo_history
 
 # The overview's derived figures: the latest finite value over the last few minutes.
@@ -31,6 +33,9 @@ FIGURE_RANGE_SECONDS: Final = 600.0
 class TargetRow:
     target: TargetOut
     figures: dict[str, float | None]
+    # Percentile figures the buckets only bound ("< 300.0 ms": all in the first bucket;
+    # issue 21), shown instead of the number; the number stays in ``figures``.
+    bounded: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,12 +99,29 @@ def latest_figures(state: ServiceState, name: str, start: float, end: float
     return found
 
 
+def bounded_figures(state: ServiceState, name: str, start: float, end: float
+                    ) -> dict[str, str]:
+    """The text of each percentile figure whose latest estimate is only a bound or an
+    interval (``exporters.buckets.estimate_quantile``), for the step ``latest_figures`` shows."""
+    found: dict[str, str] = {}
+    for figure in FIGURES:
+        if figure not in PERCENTILE_METRICS:
+            continue
+        estimates = estimates_by_end(state.store, name, figure, start, end,
+                                     FIGURE_STEP_SECONDS)
+        latest = estimates[max(estimates)] if estimates else None
+        if latest is not None and latest.is_bound:
+            found[figure] = latest.text(millis)
+    return found
+
+
 def overview(state: ServiceState, now: float | None = None) -> Overview:
     end = math.floor((time.time() if now is None else now) / FIGURE_STEP_SECONDS) \
         * FIGURE_STEP_SECONDS
     start = end - FIGURE_RANGE_SECONDS
     rows = [TargetRow(target_out(t, state.scrapes.status(t.name), state.headroom(t.name)),
-                      latest_figures(state, t.name, start, end))
+                      latest_figures(state, t.name, start, end),
+                      bounded_figures(state, t.name, start, end))
             for t in state.config().targets]
     firing = [a for a in alerts(state) if a.state == "firing"]
     return Overview(rows, firing, start, end)

@@ -17,6 +17,7 @@ from monitor.anomaly.features import (
 from monitor.api.convert import finite, target_out
 from monitor.api.deps import Limit, Offset, StateDep
 from monitor.api.errors import bad_request, not_found
+from monitor.api.percentiles import PERCENTILE_METRICS, percentile_points
 from monitor.api.schemas import ErrorBody, Page, SeriesOut, TargetOut
 from monitor.api.timeparse import parse_range
 from monitor.headroom.capacity import CapacityError, headroom, resolve
@@ -78,8 +79,11 @@ def series(state: StateDep, name: str, metric: MetricName,
     else:
         points = [(t, finite(row[metric]))
                   for t, row in read_features(state.store, name, start_s, end_s, step)]
+    estimates = None
+    if metric in PERCENTILE_METRICS:
+        estimates = percentile_points(state.store, name, metric, [t for t, _ in points], step)
     return SeriesOut(target=name, metric=metric, unit=UNITS[metric], start=start_s, end=end_s,
-                     step=step, points=points)
+                     step=step, points=points, estimates=estimates)
 
 
 

@@ -279,7 +279,7 @@ def test_to_dict_is_strict_json_with_stable_keys(outage: SloReport) -> None:
     body = json.loads(json.dumps(outage.to_dict(), allow_nan=False))
     assert list(body) == ["slo", "start", "end", "step_seconds", "resolution_seconds",
                           "totals", "series", "burn_rates", "burn_intervals",
-                          "no_data_intervals", "forecast"]
+                          "no_data_intervals", "forecast", "warnings"]
     assert list(body["forecast"]) == ["state", "time_to_exhaustion_seconds",
                                       "budget_at_period_end", "period_end",
                                       "sustained_burn_rate"]

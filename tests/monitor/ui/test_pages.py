@@ -146,11 +146,22 @@ def test_the_overview_shows_each_targets_state_and_the_series_apis_figures(ui: A
             "tokens_per_second": fmt.number, "ttft_p99_seconds": fmt.millis,
             "kv_cache_usage_ratio": lambda v: fmt.percent(v, 1)}
         for metric, format_ in shown.items():
-            points = get(ui, f"/api/v1/targets/{target['name']}/series", metric=metric,
-                         start=start, end=end, step=60).json()["points"]
-            values = [v for _, v in points if v is not None and math.isfinite(v)]
+            body = get(ui, f"/api/v1/targets/{target['name']}/series", metric=metric,
+                       start=start, end=end, step=60).json()
+            values = [v for _, v in body["points"] if v is not None and math.isfinite(v)]
             expected = format_(values[-1] if values else None)
-            assert f'data-figure="{metric}">{expected}</td>' in html, (metric, expected)
+            estimates = [e for e in body["estimates"] or [] if e["value"] is not None]
+            if estimates:  # a percentile the buckets only bound is shown as its bound
+                expected = bound_text(estimates[-1], format_) or expected
+            assert re.search(f'data-figure="{metric}"[^>]*>{re.escape(expected)}</td>', html), \
+                (metric, expected)
+
+
+def bound_text(estimate: dict[str, Any], format_: Callable[[float | None], str]) -> str | None:
+    """How the overview writes a percentile the buckets only bound (the series API's kind)."""
+    lower, upper = format_(estimate["lower"]), format_(estimate["upper"])
+    return {"upper_bound": f"< {upper}", "lower_bound": f"> {lower}",
+            "interval": f"{lower} – {upper}"}.get(estimate["kind"])
 
 
 def test_the_overview_lists_the_firing_alerts(ui: Api) -> None:
