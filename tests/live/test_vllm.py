@@ -19,9 +19,12 @@ from monitor.collect.collector import Collector
 from monitor.collect.config import MonitorConfig
 from monitor.cli import main
 from monitor.collect.snapshot import Snapshot, TargetState, split_key
-from tests.live.vllm_server import RunningVllm
+from tests.live.vllm_server import START_TIMEOUT_SECONDS, RunningVllm
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine]
+# The first live test also waits for vLLM to start (the session's server): up to
+# START_TIMEOUT_SECONDS on a busy machine, so the test's own limit is above it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine,
+              pytest.mark.timeout(START_TIMEOUT_SECONDS + 300)]
 
 MAX_TOKENS = 12
 

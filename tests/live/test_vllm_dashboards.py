@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from monitor.loadgen import LengthDist, WorkloadSpec, send_requests
-from tests.live.vllm_server import RunningVllm
+from tests.live.vllm_server import START_TIMEOUT_SECONDS, RunningVllm
 from tests.monitor.dashboards.dashboard_queries import ROOT, load_dashboards, substitute, targets
 from tests.monitor.dashboards.live_stack import fast_rules, prometheus_with_rules, running_bridge
 from tests.monitor.dashboards.test_panels_on_prometheus import _grafana_values, _series
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine,
-              pytest.mark.timeout(300)]
+              pytest.mark.timeout(START_TIMEOUT_SECONDS + 300)]  # it may start vLLM
 
 DASHBOARD = "inferwatch-inference.json"
 NUM_REQUESTS, RATE = 24, 3.0

@@ -9,19 +9,35 @@ INFERWATCH_REQUIRE_INTEGRATION=1 (CI), where they fail.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration import unavailable
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ProgrammingError
+
+from tests.integration import unavailable
 
 from monitor.store import Store
 from tests.monitor.store.databases import Database
 
 POSTGRES_URL_ENV = "INFERWATCH_TEST_POSTGRES_URL"
+
+
+def drop_database(database: Database, name: str, attempts: int = 20) -> None:
+    """DROP ... WITH (FORCE); an autovacuum worker in the database can refuse the role the
+    termination (where it lacks pg_signal_backend): it ends within moments, so try again."""
+    for attempt in range(attempts):
+        try:
+            database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except ProgrammingError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.25)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
@@ -41,7 +57,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
     try:
         yield database
     finally:
-        database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(database, name)
 
 
 @pytest.fixture
@@ -69,4 +85,4 @@ def postgres() -> Iterator[Database]:
     try:
         yield database
     finally:
-        database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(database, name)
