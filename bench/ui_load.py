@@ -68,9 +68,9 @@ from exporters.sockets import bind_socket
 from monitor.api import ServiceState, create_app
 from monitor.api.health import MonitorMetrics, ScrapeObserver, SloCollector
 from monitor.api.runs import RunManager
-from monitor.collect_cli import alerting_loop
-from monitor.config import MonitorConfig, parse_config
-from monitor.snapshot import GaugeStats, Snapshot, TargetState, series_key
+from monitor.service.evaluation import evaluation_loop
+from monitor.collect.config import MonitorConfig, parse_config
+from monitor.collect.snapshot import GaugeStats, Snapshot, TargetState, series_key
 from monitor.store import Store, TargetInfo
 from monitor.ui.routes import SPARKLINE_SECONDS
 
@@ -157,7 +157,7 @@ def build_state(store: Store, num_slos: int, num_targets: int, hours: float, now
     for snapshot in last:
         scrapes(snapshot)
     slos = store_slos(num_slos, "30d", num_targets)
-    loop = alerting_loop(config, store, slos)
+    loop = evaluation_loop(config, store, slos)
     metrics.registry.register(SloCollector(loop))
     loop.evaluate(now)
     return ServiceState(store, lambda: config, slos, metrics, scrapes,

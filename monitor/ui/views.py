@@ -6,12 +6,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Final
 
 from monitor.alerting.book import Alert
-from monitor.anomaly.features import read_features
 from monitor.api.convert import alert_out, finite, slo_out, target_out
-from monitor.api.percentiles import PERCENTILE_METRICS, estimates_by_end
 from monitor.api.schemas import AlertOut, SloOut, TargetOut
 from monitor.api.routers.slos import SETTLE_SECONDS
 from monitor.api.state import ServiceState
@@ -19,14 +16,14 @@ from monitor.slo.evaluator import SloStatus
 from monitor.slo.report import build_report
 from monitor.slo.report_model import StepSeries
 from monitor.slo.source import StoreSliSource
-from monitor.ui.fmt import millis
+from monitor.ui.figures import (
+    FIGURE_RANGE_SECONDS,
+    FIGURE_STEP_SECONDS,
+    TargetFigures,
+    latest_figures,
+)
 from monitor.ui.history import SloHistory, slo_history
 
-# The overview's derived figures: the latest finite value over the last few minutes.
-FIGURES: Final = ("tokens_per_second", "ttft_p99_seconds", "itl_p99_seconds",
-                  "kv_cache_usage_ratio", "batch_utilization")
-FIGURE_STEP_SECONDS: Final = 60.0
-FIGURE_RANGE_SECONDS: Final = 600.0
 
 
 @dataclass
@@ -87,42 +84,17 @@ def slos(state: ServiceState) -> list[SloOut]:
     return [slo_out(slo, statuses.get(slo.name), by_slo.get(slo.name, [])) for slo in state.slos]
 
 
-def latest_figures(state: ServiceState, name: str, start: float, end: float
-                   ) -> dict[str, float | None]:
-    """The last finite value of each figure over (start, end], as the series route gives."""
-    found: dict[str, float | None] = dict.fromkeys(FIGURES)
-    for _, row in read_features(state.store, name, start, end, FIGURE_STEP_SECONDS):
-        for figure in FIGURES:
-            value = row[figure]
-            if math.isfinite(value):
-                found[figure] = finite(value)
-    return found
-
-
-def bounded_figures(state: ServiceState, name: str, start: float, end: float
-                    ) -> dict[str, str]:
-    """The text of each percentile figure whose latest estimate is only a bound or an
-    interval (``exporters.buckets.estimate_quantile``), for the step ``latest_figures`` shows."""
-    found: dict[str, str] = {}
-    for figure in FIGURES:
-        if figure not in PERCENTILE_METRICS:
-            continue
-        estimates = estimates_by_end(state.store, name, figure, start, end,
-                                     FIGURE_STEP_SECONDS)
-        latest = estimates[max(estimates)] if estimates else None
-        if latest is not None and latest.is_bound:
-            found[figure] = latest.text(millis)
-    return found
-
-
 def overview(state: ServiceState, now: float | None = None) -> Overview:
     end = math.floor((time.time() if now is None else now) / FIGURE_STEP_SECONDS) \
         * FIGURE_STEP_SECONDS
     start = end - FIGURE_RANGE_SECONDS
-    rows = [TargetRow(target_out(t, state.scrapes.status(t.name), state.headroom(t.name)),
-                      latest_figures(state, t.name, start, end),
-                      bounded_figures(state, t.name, start, end))
-            for t in state.config().targets]
+    figures = latest_figures(state.store, end)
+    rows = []
+    for t in state.config().targets:
+        found = figures.get(t.name, TargetFigures())
+        rows.append(TargetRow(target_out(t, state.scrapes.status(t.name), state.headroom(t.name)),
+                              {k: finite(v) if v is not None else None
+                               for k, v in found.values.items()}, found.bounded))
     firing = [a for a in alerts(state) if a.state == "firing"]
     return Overview(rows, firing, start, end)
 
