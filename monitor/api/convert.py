@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monitor.alerting.book import Alert
@@ -29,6 +30,16 @@ from monitor.store.runs import RunRow
 
 def finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def slo_outs(slos: Sequence[Slo], statuses: Mapping[str, SloStatus],
+             alerts: Sequence[Alert]) -> list[SloOut]:
+    """``slo_out`` of each SLO, each given only its own alerts: the whole book per SLO was
+    1,000 SLOs x 2,000 alerts of label look-ups (0.2 s of the list's CPU)."""
+    by_slo: dict[str, list[Alert]] = {}
+    for alert in alerts:
+        by_slo.setdefault(alert.labels.get("slo", ""), []).append(alert)
+    return [slo_out(slo, statuses.get(slo.name), by_slo.get(slo.name, [])) for slo in slos]
 
 
 def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:

@@ -214,6 +214,12 @@ def _by_name(series: Mapping[SeriesKey, _T],
     return out
 
 
+def merged_histogram(snapshot: Snapshot, name: str) -> HistogramDelta | None:
+    """All of the snapshot's ``name`` histograms merged (replicas, models), as derive merges
+    them; None when the target does not export it."""
+    return _View(snapshot, None).histogram(name)
+
+
 def derive(snapshot: Snapshot, where: Mapping[str, str] | None = None) -> Derived:
     """Derived values of ``snapshot``, over the series carrying the ``where`` labels (all series
     if None; GPU series carry no model label, so a model filter leaves them out)."""

@@ -7,8 +7,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from monitor.alerting.book import Alert
-from monitor.api.convert import alert_out, finite, slo_out, target_out
+from monitor.api.convert import alert_out, finite, slo_outs, target_out
 from monitor.api.schemas import AlertOut, SloOut, TargetOut
 from monitor.api.routers.slos import SETTLE_SECONDS
 from monitor.api.state import ServiceState
@@ -76,12 +75,7 @@ def alerts(state: ServiceState) -> list[AlertOut]:
 def slos(state: ServiceState) -> list[SloOut]:
     statuses = _statuses(state)
     book = state.alerting.book.alerts() if state.alerting is not None else []
-    # Each SLO gets its own alerts: slo_out scans the list it is given, and the whole book per
-    # SLO was 1,000 x 2,000 label lookups (0.25 s CPU of the list's view, now 0.05 s).
-    by_slo: dict[str, list[Alert]] = {}
-    for alert in book:
-        by_slo.setdefault(alert.labels.get("slo", ""), []).append(alert)
-    return [slo_out(slo, statuses.get(slo.name), by_slo.get(slo.name, [])) for slo in state.slos]
+    return slo_outs(state.slos, statuses, book)
 
 
 def overview(state: ServiceState, now: float | None = None) -> Overview:

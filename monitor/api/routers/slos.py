@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from monitor.api.convert import slo_out
+from monitor.api.convert import slo_outs
 from monitor.api.deps import Limit, Offset, StateDep
 from monitor.api.errors import bad_request, not_found
 from monitor.api.schemas import ErrorBody, Page, SloOut
@@ -27,7 +27,7 @@ SETTLE_SECONDS = 30.0
 def _outs(state: ServiceState) -> list[SloOut]:
     statuses = {s.name: s for s in (state.alerting.statuses if state.alerting else [])}
     alerts = state.alerting.book.alerts() if state.alerting is not None else []
-    return [slo_out(slo, statuses.get(slo.name), alerts) for slo in state.slos]
+    return slo_outs(state.slos, statuses, alerts)
 
 
 def _slo(state: ServiceState, name: str) -> Slo:
