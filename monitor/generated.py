@@ -9,6 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 
 
+def write_output(out: str, text: str) -> None:
+    """A command's document to the file ``out``, or to stdout for "-" (the note on stderr,
+    so a pipe gets only the document)."""
+    if out == "-":
+        sys.stdout.write(text)
+        return
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(text, encoding="utf-8")
+    print(f"wrote {out}", file=sys.stderr)
+
+
 def write_generated(out: Path, files: Mapping[str, str]) -> None:
     for name, text in files.items():
         path = out / name

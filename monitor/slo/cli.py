@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from monitor.generated import write_output
 from monitor.collect.config import ConfigError
 from monitor.slo import buckets_cli, report_cli
 from monitor.slo.propose import ProposeError, ProposeOptions, SweepSource, propose, slo_name
@@ -60,12 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except (ProposeError, ConfigError, OSError, ValueError) as exc:
         print(f"inferwatch slo propose: {exc}", file=sys.stderr)
         return 2
-    if args.out == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
+    write_output(args.out, text)
     return 0
 
 

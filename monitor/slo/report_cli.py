@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from monitor.generated import write_output
 from monitor.collect.config import ConfigError, load_config
 from monitor.service.reload import SloFiles
 from monitor.slo.loaders import SloFileError
@@ -49,12 +50,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, SloFileError, OSError, ValueError) as exc:
         print(f"inferwatch slo report: {exc}", file=sys.stderr)
         return 2
-    if args.out == "-":
-        sys.stdout.write(page)
-    else:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(page, encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
+    write_output(args.out, page)
     return 0
 
 

@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,16 +41,14 @@ def drop_database(database: Database, name: str, attempts: int = 20) -> None:
             time.sleep(0.25)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "sqlite":
-        yield Database(f"sqlite:///{tmp_path / 'store.db'}", "sqlite")
-        return
+@contextmanager
+def fresh_postgres(why: str) -> Iterator[Database]:
+    """A new database on the PostgreSQL of $INFERWATCH_TEST_POSTGRES_URL, dropped afterwards;
+    skips (or fails, in CI) saying ``why`` without one."""
     admin_url = os.environ.get(POSTGRES_URL_ENV)
     if not admin_url:
-        reason = (f"PostgreSQL tests need {POSTGRES_URL_ENV}="
-                  "postgresql+psycopg://USER:PASSWORD@HOST/DB (a role that may create databases)")
-        unavailable(reason)
+        unavailable(f"{why} {POSTGRES_URL_ENV}=postgresql+psycopg://USER:PASSWORD@HOST/DB "
+                    "(a role that may create databases)")
     name = f"inferwatch_test_{uuid.uuid4().hex[:16]}"
     database = Database(make_url(admin_url).set(database=name)
                         .render_as_string(hide_password=False), "postgresql", admin_url)
@@ -58,6 +57,15 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
         yield database
     finally:
         drop_database(database, name)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        yield Database(f"sqlite:///{tmp_path / 'store.db'}", "sqlite")
+        return
+    with fresh_postgres("PostgreSQL tests need") as database:
+        yield database
 
 
 @pytest.fixture
@@ -74,15 +82,5 @@ def store(database: Database) -> Iterator[Store]:
 def postgres() -> Iterator[Database]:
     """A fresh PostgreSQL database (no SQLite twin): for what only PostgreSQL does, such as
     several replicas on one store."""
-    admin_url = os.environ.get(POSTGRES_URL_ENV)
-    if not admin_url:
-        unavailable(f"this test needs PostgreSQL: {POSTGRES_URL_ENV}="
-                    "postgresql+psycopg://USER:PASSWORD@HOST/DB (a role that may create databases)")
-    name = f"inferwatch_test_{uuid.uuid4().hex[:16]}"
-    database = Database(make_url(admin_url).set(database=name)
-                        .render_as_string(hide_password=False), "postgresql", admin_url)
-    database.admin(f'CREATE DATABASE "{name}"')
-    try:
+    with fresh_postgres("this test needs PostgreSQL:") as database:
         yield database
-    finally:
-        drop_database(database, name)

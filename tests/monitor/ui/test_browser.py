@@ -4,7 +4,6 @@ page is kept under $INFERWATCH_ARTIFACTS/ui (or the test's temporary directory).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -15,15 +14,6 @@ from tests.monitor.api.conftest import Api
 
 PAGES = {"overview": "/", "slos": "/ui/slos", "slo-availability": "/ui/slos/availability",
          "alerts": "/ui/alerts", "slo-missing": "/ui/slos/no-such-slo"}
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = os.environ.get("INFERWATCH_ARTIFACTS")
-    folder = Path(root) / "ui" if root else tmp_path_factory.mktemp("ui-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"UI screenshots: {folder}")
-    return folder
 
 
 @pytest.mark.integration

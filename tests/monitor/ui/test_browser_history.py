@@ -5,7 +5,6 @@ temporary directory), as test_browser.py keeps its own."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -16,15 +15,6 @@ from tests.monitor.api.conftest import Api
 
 PAGES = {"slo-availability-history": "/ui/slos/availability",
          "alerts-history": "/ui/alerts"}
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = os.environ.get("INFERWATCH_ARTIFACTS")
-    folder = Path(root) / "ui" if root else tmp_path_factory.mktemp("ui-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"UI screenshots: {folder}")
-    return folder
 
 
 @pytest.mark.integration

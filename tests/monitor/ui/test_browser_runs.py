@@ -4,7 +4,6 @@ of each page is kept under $INFERWATCH_ARTIFACTS/ui (or the test's temporary dir
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +21,6 @@ PAGES = ["canaries", "sweeps", "sweep", "canary-live", "canary-stored", "sweep-r
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunsApi]:
     with served_runs(tmp_path_factory.mktemp("ui-runs")) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = os.environ.get("INFERWATCH_ARTIFACTS")
-    folder = Path(root) / "ui" if root else tmp_path_factory.mktemp("ui-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"UI screenshots: {folder}")
-    return folder
 
 
 def url(runs: RunsApi, name: str) -> str:

@@ -5,7 +5,6 @@ keeps the other pages'."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,15 +14,6 @@ from tests.browser import console_messages, dump_dom, screenshot
 from tests.monitor.api.conftest import Api, served_api
 from tests.monitor.ui.silences_fixture import SilencedUi, config_with, silenced_ui
 from tests.processes import free_port
-
-
-@pytest.fixture(scope="module")
-def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = os.environ.get("INFERWATCH_ARTIFACTS")
-    folder = Path(root) / "ui" if root else tmp_path_factory.mktemp("ui-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"UI screenshots: {folder}")
-    return folder
 
 
 @pytest.fixture(scope="module")
