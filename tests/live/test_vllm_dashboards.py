@@ -31,8 +31,6 @@ _P = DASHBOARD + " / "
 _NO_BATCH_LIMIT = "vLLM exports no batch limit (max_num_seqs): gen_ai_server_batch_size_max"
 _NO_BATCH_SIZE = ("vLLM has no per-step batch-size histogram (iteration_tokens counts tokens, "
                   "not sequences)")
-_NO_ERRORS = ("vLLM 0.32 has no failed-request counter by error type; its aborted and errored "
-              "requests are gen_ai_server_requests{finish_reason=abort|error}")
 _NO_GPU = "the CPU build has no GPU, and no DCGM exporter runs beside it"
 _MONITOR = "the monitor's own series (its /metrics), not scraped in this stack"
 # Panel targets that a vLLM 0.32 on the CPU build leaves empty, and why (from a live run).
@@ -42,8 +40,6 @@ NO_DATA: dict[str, str] = {
     _P + "Batch size distribution / A": _NO_BATCH_SIZE,
     _P + "Capacity headroom / A": _MONITOR,
     _P + "Capacity headroom / B": _MONITOR,
-    _P + "Error ratio / A": _NO_ERRORS,
-    _P + "Errors by type (req/s) / A": _NO_ERRORS,
     _P + "GPU compute utilization / A": _NO_GPU,
     **{_P + f"GPU memory and KV cache / {q}": _NO_GPU for q in "ABC"},
     _P + "GPU memory-bandwidth utilization / A": _NO_GPU,
