@@ -50,6 +50,10 @@ class Plan:
     gaps: tuple[Gap, ...]
 
     @property
+    def rows(self) -> tuple[Row, ...]:
+        return self.relabel_rows + tuple(r for rows in self.rule_targets.values() for r in rows)
+
+    @property
     def raw_sources(self) -> tuple[tuple[str, bool], ...]:
         """(engine metric name, is a histogram base name) of what the rules read, sorted."""
         return tuple(sorted({(s, r.target.type is MetricType.HISTOGRAM)

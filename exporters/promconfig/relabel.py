@@ -9,7 +9,7 @@ would drop it from every series of the scrape).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
 
 from exporters.adapters.table import Row
 from exporters.promconfig.plan import RAW_PREFIX, TMP_LABEL, Plan
@@ -18,6 +18,12 @@ from exporters.schema import MetricType
 RelabelConfig = dict[str, Any]
 _SUFFIX_GROUP = "_(bucket|sum|count)"  # captured: the rename keeps the suffix
 _SUFFIX_ANY = "_(?:bucket|sum|count)"
+# Prometheus 2.x keeps 'le' as the page writes it; the bridge writes it as a float in Go's
+# format, and rules select buckets by it (le="10.0"), so an integer bound (Triton, TGI write
+# le="10") gains ".0". Larger integers and other spellings are kept as written.
+LE_AS_FLOAT: Final[RelabelConfig] = {
+    "source_labels": ["__name__", "le"], "regex": ".+_bucket;([0-9]{1,6})", "target_label": "le",
+    "replacement": "${1}.0"}
 
 
 def metric_relabel_configs(plan: Plan) -> list[RelabelConfig]:
@@ -27,6 +33,8 @@ def metric_relabel_configs(plan: Plan) -> list[RelabelConfig]:
     if plan.raw_sources:
         configs.append(_replace(["__name__"], f"({_sources_regex(plan.raw_sources)})",
                                 "__name__", RAW_PREFIX + "${1}"))
+    if any(r.target.type is MetricType.HISTOGRAM for r in plan.rows):
+        configs.append(dict(LE_AS_FLOAT))
     kept = [output_regex(row) for row in plan.relabel_rows] + [re.escape(RAW_PREFIX) + ".*"]
     configs.append({"action": "keep", "source_labels": ["__name__"], "regex": "|".join(kept)})
     return configs

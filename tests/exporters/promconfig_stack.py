@@ -39,14 +39,17 @@ class Page:
 
 def load_page(path: Path) -> Page | None:
     """The page, or None if no adapter reads it."""
-    text = path.read_text(encoding="utf-8")
-    parsed = parse_page(text, path.name)
+    return page_of(path.name, path.read_text(encoding="utf-8"))
+
+
+def page_of(name: str, text: str) -> Page | None:
+    parsed = parse_page(text, name)
     engines = tuple(detect_engines(parsed))
     if not engines:
         return None
     normalized = normalize_engines(parsed, engines)
     bridge = {(s.name, _key(s.labels)): s.value for f in normalized.families for s in f.samples}
-    return Page(path.name, re.sub(r"[^a-zA-Z0-9_]", "_", path.stem), engines,
+    return Page(name, re.sub(r"[^a-zA-Z0-9_]", "_", name.removesuffix(".prom")), engines,
                 _served(text, parsed.problems), bridge)
 
 

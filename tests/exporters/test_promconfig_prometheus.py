@@ -13,11 +13,13 @@ import pytest
 from exporters.promconfig.cli import generated_files
 from monitor.stack.prometheus import prometheus_binary
 from monitor.stack.processes import find_binary
+from tests.exporters import promconfig_pages as synthetic
 from tests.exporters.engine_fixtures import engines_dir
 from tests.exporters.promconfig_stack import (
     Page,
     differences,
     load_page,
+    page_of,
     prometheus_series,
     running_prometheus,
     serving,
@@ -56,11 +58,17 @@ KNOWN: dict[str, set[str]] = {
         'only prometheus: gen_ai_server_time_to_first_token_seconds_sum{model="my_model",'
         'version="1"}',
     },
+    # A scaled histogram: its le bounds (ms) would have to be rescaled to seconds.
+    "synthetic-triton.prom": {
+        f'only bridge: gen_ai_server_time_to_first_token_seconds_bucket{{le="{le}",model="m",'
+        'version="1"}' for le in ("0.1", "0.5", "+Inf")
+    },
 }
 
 
 def _pages() -> list[Page]:
     pages = [load_page(path) for path in sorted(engines_dir().glob("*.prom"))]
+    pages += [page_of(name, text) for name, text in synthetic.PAGES.items()]
     return [page for page in pages if page is not None]
 
 
