@@ -14,6 +14,7 @@ stderr. Exit status 2: an unknown engine or unusable options.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -76,12 +77,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch scrape-config: {exc}", file=sys.stderr)
         return 2
     targets = args.targets.split(",") if args.targets else _default_targets(args.engine)
-    rule_files = [args.rules_out] if args.rules_out else []
+    rule_files = [_rule_file_entry(args.rules_out, args.out)] if args.rules_out else []
     if args.rules_out:
         write_output(args.rules_out, rules_text(plan))
     write_output(args.out, scrape_config_text(plan, args.job or args.engine, targets, rule_files))
     _report_gaps(plan)
     return 0
+
+
+def _rule_file_entry(rules_out: str, out: str) -> str:
+    """The rule file as prometheus.yml names it: Prometheus resolves it from the directory of
+    the config file (on stdout, the path as given)."""
+    if out == "-":
+        return rules_out
+    return os.path.relpath(Path(rules_out).resolve(), Path(out).resolve().parent)
 
 
 def _default_targets(engine: str) -> list[str]:

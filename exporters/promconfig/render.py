@@ -20,7 +20,9 @@ def engine_plan(engine: str) -> Plan:
 
 
 def scrape_job(engine_plan: Plan, job: str, targets: Sequence[str]) -> dict[str, Any]:
-    return {"job_name": job, "static_configs": [{"targets": list(targets)}],
+    # honor_timestamps off: the bridge drops a page's timestamps too (the scrape observed it).
+    return {"job_name": job, "honor_timestamps": False,
+            "static_configs": [{"targets": list(targets)}],
             "metric_relabel_configs": metric_relabel_configs(engine_plan)}
 
 
