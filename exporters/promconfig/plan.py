@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from exporters.adapters.table import EngineTable, Row
+from exporters.exposition import DCGM_PREFIX
 from exporters.schema import MetricType
 
 # Raw engine series that recording rules read: a reserved namespace, so they never clash with
@@ -26,7 +27,7 @@ TMP_LABEL: Final = "__tmp_inferwatch_value"
 HISTOGRAM_SUFFIXES: Final = ("_bucket", "_sum", "_count")
 # dcgm-exporter writes "blank" sentinels as values (exporters.exposition refuses them); only a
 # rule can filter on a value, so these sources always go through rules.
-SENTINEL_PREFIX: Final = "DCGM_FI_"
+SENTINEL_PREFIX: Final = DCGM_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

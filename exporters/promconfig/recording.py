@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from exporters.adapters.table import Row
-from exporters.exposition import _DCGM_FP64_SENTINELS, _DCGM_INT64_SENTINEL_MIN
+from exporters.exposition import DCGM_FP64_SENTINELS, DCGM_INT64_SENTINEL_MIN
 from exporters.promconfig.plan import (
     RAW_PREFIX,
     SENTINEL_PREFIX,
@@ -69,7 +69,8 @@ def row_expr(row: Row, suffix: str) -> str:
     expr = " + ".join(_selector(row, source + suffix) for source in row.sources)
     expr = _labels(row, f"({expr})" if row.is_sum else expr)
     if row.keep_labels is not None:
-        by = ", ".join(sorted(row.keep_labels | set(TARGET_LABELS)))
+        kept = row.keep_labels | set(TARGET_LABELS) | ({"le"} if suffix == "_bucket" else set())
+        by = ", ".join(sorted(kept))
         expr = f"{_merge(row)} by ({by}) ({expr})"
     if row.scale != 1.0 and suffix in ("", "_sum"):
         expr = f"({expr}) * {row.scale!r}"
@@ -83,8 +84,8 @@ def _selector(row: Row, name: str) -> str:
     selector = RAW_PREFIX + name + ("{" + ", ".join(matchers) + "}" if matchers else "")
     if name.startswith(SENTINEL_PREFIX):
         # The comparisons filter (they keep the sample's value): no DCGM "blank" sentinel.
-        sentinels = "".join(f" != {value!r}" for value in sorted(_DCGM_FP64_SENTINELS))
-        selector = f"({selector} < {_DCGM_INT64_SENTINEL_MIN!r}{sentinels})"
+        sentinels = "".join(f" != {value!r}" for value in sorted(DCGM_FP64_SENTINELS))
+        selector = f"({selector} < {DCGM_INT64_SENTINEL_MIN!r}{sentinels})"
     return selector
 
 
@@ -111,7 +112,8 @@ def _labels(row: Row, expr: str) -> str:
 
 def _merge(row: Row) -> str:
     """How series merged into one are combined: counters add up (as in the bridge); of gauges
-    the bridge keeps the first on the page, which PromQL cannot know, so the largest."""
+    and histograms the bridge keeps the first on the page, which PromQL cannot know, so the
+    largest."""
     return "sum" if row.target.type is MetricType.COUNTER else "max"
 
 

@@ -111,6 +111,13 @@ def test_sum_of_adds_the_terms_per_label_set() -> None:
     assert rule["expr"] == "(inferwatch_raw:x_a + inferwatch_raw:x_b)"
 
 
+def test_keep_labels_keeps_the_target_labels_and_a_buckets_le() -> None:
+    rules = target_rules([row("gen_ai_server_request_duration_seconds", "x_e2e",
+                              keep_labels=frozenset({"model"}))])
+    assert rules[0]["expr"] == "max by (instance, job, le, model) (inferwatch_raw:x_e2e_bucket)"
+    assert rules[1]["expr"] == "max by (instance, job, model) (inferwatch_raw:x_e2e_sum)"
+
+
 def test_dcgm_sources_refuse_the_blank_sentinels() -> None:
     [rule] = target_rules([row("gpu_power_watts", "DCGM_FI_DEV_POWER_USAGE")])
     assert rule["expr"].startswith(
