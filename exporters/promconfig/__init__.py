@@ -2,7 +2,7 @@
 metric_relabel_configs and a recording-rule file that together give the inferwatch schema
 without a bridge (see plan.py for what goes where, and what cannot be reproduced)."""
 
-from exporters.promconfig.plan import RAW_PREFIX, Gap, Plan, plan
+from exporters.promconfig.plan import RAW_PREFIX, Gap, Plan, PromConfigError, plan
 from exporters.promconfig.recording import rule_group, target_rules
 from exporters.promconfig.relabel import metric_relabel_configs
 from exporters.promconfig.render import (
@@ -16,6 +16,7 @@ __all__ = [
     "RAW_PREFIX",
     "Gap",
     "Plan",
+    "PromConfigError",
     "engine_plan",
     "metric_relabel_configs",
     "plan",

@@ -11,11 +11,12 @@ engine's name; the rest of the page is dropped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from exporters.adapters.table import EngineTable, Row
+from exporters.adapters.table import AdapterError, EngineTable, Row
 from exporters.exposition import DCGM_PREFIX
 from exporters.schema import MetricType
 
@@ -28,6 +29,8 @@ HISTOGRAM_SUFFIXES: Final = ("_bucket", "_sum", "_count")
 # dcgm-exporter writes "blank" sentinels as values (exporters.exposition refuses them); only a
 # rule can filter on a value, so these sources always go through rules.
 SENTINEL_PREFIX: Final = DCGM_PREFIX
+_METRIC_NAME_RE: Final = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME_RE: Final = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +65,14 @@ class Plan:
                              for s in r.sources}))
 
 
+class PromConfigError(AdapterError):
+    """A table row Prometheus cannot be configured for; the message names engine and row."""
+
+
 def plan(table: EngineTable) -> Plan:
     by_target: dict[str, list[Row]] = {}
     for row in table.rows:
+        check_names(table.engine, row)
         by_target.setdefault(row.target.name, []).append(row)
     relabel: list[Row] = []
     rules: dict[str, tuple[Row, ...]] = {}
@@ -89,6 +97,19 @@ def row_gaps(engine: str, row: Row) -> list[Gap]:
                     f"scale {row.scale:g} would have to rescale the 'le' bucket edges; only "
                     "_sum (scaled) and _count are recorded")]
     return []
+
+
+def check_names(engine: str, row: Row) -> None:
+    """PromConfigError unless every metric and label name of the row is one Prometheus takes
+    (the bridge reads any name its parser accepts; a relabeling or rule would be invalid)."""
+    bad = [name for name in row.sources if not _METRIC_NAME_RE.fullmatch(name)]
+    labels = {*row.match, *row.values, *row.labels, *row.labels.values(),
+              *(row.keep_labels or ()), *([row.value_from_label] if row.value_from_label else [])}
+    bad += sorted(label for label in labels
+                  if not _LABEL_NAME_RE.fullmatch(label) or label.startswith("__"))
+    if bad:
+        raise PromConfigError(f"{engine}: {row.position}: {bad} are not metric or label names "
+                              "Prometheus can relabel or record")
 
 
 def merges_series(row: Row) -> bool:

@@ -3,6 +3,7 @@ becomes; tests/exporters/test_promconfig_prometheus.py runs it in a real Prometh
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from exporters.adapters.table import EngineTable, Row
 from exporters.promconfig import metric_relabel_configs, plan, target_rules
 from exporters.promconfig.cli import generated_files
+from exporters.promconfig.plan import PromConfigError
 from exporters.schema import SCHEMA
 from monitor.cli import main
 
@@ -158,6 +160,18 @@ def test_a_source_two_rows_read_with_disjoint_matches_stays_with_relabeling() ->
     assert list(engine.rule_targets) == ["gen_ai_server_requests_waiting"]
 
 
+@pytest.mark.parametrize("fields", [
+    {"source": "x-dash"}, {"labels": {"model-name": "model"}}, {"match": {"__x": "1"}},
+], ids=["metric name", "label name", "reserved label"])
+def test_a_name_prometheus_cannot_take_is_refused_naming_engine_and_row(
+    fields: dict[str, Any],
+) -> None:
+    bad = row("gen_ai_server_requests_waiting", fields.pop("source", "x_queue"),
+              position="test.yaml rows[3]", **fields)
+    with pytest.raises(PromConfigError, match=r"^test: test\.yaml rows\[3\]: "):
+        plan(table(bad))
+
+
 def test_the_checked_in_configurations_are_current(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["scrape-config", "--all", "--check", "--dir",
                    str(REPO / "deploy" / "prometheus")])
@@ -169,6 +183,17 @@ def test_check_reports_a_stale_file_and_all_rewrites_it(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(generated_files())
     (tmp_path / "vllm-rules.yml").write_text("groups: []\n")
     assert main(["scrape-config", "--all", "--check", "--dir", str(tmp_path)]) == 1
+
+
+def test_what_is_not_reproduced_is_in_both_files_and_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = generated_files(["vllm"])
+    line = re.compile(r"vllm\.yaml rows\[\d+\]: gen_ai_server_kv_cache_blocks_capacity: the "
+                      r"value is label 'num_gpu_blocks'")
+    assert line.search(files["vllm-scrape.yml"]) and line.search(files["vllm-rules.yml"])
+    assert main(["scrape-config", "--engine", "vllm"]) == 0
+    assert line.search(capsys.readouterr().err)
 
 
 def test_one_engine_to_files_names_the_rule_file(tmp_path: Path) -> None:
