@@ -3,8 +3,9 @@
 Relabeling sees one series at a time and cannot touch values, so a row is done by relabeling
 alone only when it is a pure rename of series nobody else reads: one row for its target (no
 alternatives), no unit scale, no sum, no value taken from a label, no labels dropped by
-keep_labels, a value map that never merges two series, and a source whose series no other row
-reads (other rows on the same source must select disjoint series with ``match``). Everything
+keep_labels, a value map that never merges two series, no DCGM field (its "blank" sentinels
+are values), and a source whose series no other row reads (other rows on the same source must
+select disjoint series with ``match``). Everything
 else is a recording rule over the raw series, which relabeling renames to ``RAW_PREFIX`` + the
 engine's name; the rest of the page is dropped.
 """
