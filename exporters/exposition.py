@@ -43,9 +43,9 @@ _ALL_SUFFIXES: Final = ("_total", "_created", "_bucket", "_sum", "_count", "_gsu
 # DCGM_INT64_BLANK = 2**63 - 16 and its NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED neighbours
 # (9223372036854775794 is NOT_SUPPORTED), DCGM_FP64_BLANK = 2**47 and its +1..+3 neighbours
 # (NVIDIA/DCGM dcgmlib/dcgm_structs.h). None of them is a reading.
-_DCGM_PREFIX: Final = "DCGM_FI_"
-_DCGM_INT64_SENTINEL_MIN: Final = float(2**63 - 20)
-_DCGM_FP64_SENTINELS: Final = frozenset(float(2**47 + i) for i in range(4))
+DCGM_PREFIX: Final = "DCGM_FI_"
+DCGM_INT64_SENTINEL_MIN: Final = float(2**63 - 20)
+DCGM_FP64_SENTINELS: Final = frozenset(float(2**47 + i) for i in range(4))
 
 _NAME_RE: Final = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 # One label pair and the separator after it; the value regex is the unrolled, backtracking-free
@@ -299,8 +299,8 @@ def _refusal(
         quantile = family.type == "summary" and name == family.name and "quantile" in labels
         if not quantile:
             return f"{_series(name, labels)}: value {value} refused, a finite number is needed"
-    if name.startswith(_DCGM_PREFIX) and (
-        value >= _DCGM_INT64_SENTINEL_MIN or value in _DCGM_FP64_SENTINELS
+    if name.startswith(DCGM_PREFIX) and (
+        value >= DCGM_INT64_SENTINEL_MIN or value in DCGM_FP64_SENTINELS
     ):
         return (f"{_series(name, labels)}: {value_text} is DCGM's 'blank' sentinel (field not "
                 "supported or not read): treated as missing")

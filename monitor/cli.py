@@ -36,6 +36,9 @@ COMMANDS: Final[tuple[Command, ...]] = (
             "run the reference continuous-batching server", extra=SERVER_EXTRA),
     Command("bridge", "exporters.bridge_cli",
             "serve an engine's /metrics in the inferwatch schema"),
+    Command("scrape-config", "exporters.promconfig.cli",
+            "Prometheus/vmagent scrape job (metric_relabel_configs) and recording rules that "
+            "normalize an engine's /metrics without a bridge"),
     Command("collect", "monitor.collect.cli",
             "scrape the targets of inferwatch.yaml into the store"),
     Command("doctor", "monitor.collect.doctor",
