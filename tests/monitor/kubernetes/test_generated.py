@@ -1,0 +1,62 @@
+"""`inferwatch kubernetes`: the checked-in deploy/kubernetes/ files are what the tables and
+alerts/slos generate; --check names a stale file; bad SLO specs exit 2 writing nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from monitor.cli import main
+from monitor.kubernetes.generate import SLO_RULES_FILE
+
+REPO = Path(__file__).resolve().parents[3]
+OUT = REPO / "deploy" / "kubernetes"
+SLOS = REPO / "alerts" / "slos"
+
+
+def test_checked_in_files_are_current(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["kubernetes", "--check", "--slos", str(SLOS), "--out", str(OUT)])
+    assert status == 0, capsys.readouterr().out[-4000:]
+
+
+def test_the_monitor_base_mounts_every_slo_file_it_is_given() -> None:
+    kustomization = yaml.safe_load((OUT / "monitor" / "kustomization.yaml").read_text())
+    [slos] = [g for g in kustomization["configMapGenerator"] if g["name"] == "inferwatch-slos"]
+    copies = sorted(p.name for p in (OUT / "monitor" / "slos").iterdir())
+    assert slos["files"] == [f"slos/{name}" for name in copies]
+    assert copies == sorted(p.name for p in SLOS.glob("*.y*ml"))
+
+
+def test_check_names_a_stale_file_then_generation_fixes_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slos = tmp_path / "slos"
+    slos.mkdir()
+    shutil.copy(SLOS / "inference.yaml", slos)
+    argv = ["kubernetes", "--slos", str(slos), "--out", str(tmp_path / "out"),
+            "--release", "prom"]
+    assert main(argv) == 0
+    rule = yaml.safe_load((tmp_path / "out" / SLO_RULES_FILE).read_text())
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    assert (tmp_path / "out/monitor/slos/inference.yaml").read_bytes() == \
+        (SLOS / "inference.yaml").read_bytes()
+    assert main([*argv, "--check"]) == 0
+    capsys.readouterr()
+
+    (slos / "inference.yaml").write_text(
+        (SLOS / "inference.yaml").read_text().replace("objective: 0.99", "objective: 0.98", 1))
+    assert main([*argv, "--check"]) == 1
+    captured = capsys.readouterr()
+    assert f"--- {tmp_path / 'out' / SLO_RULES_FILE}" in captured.out
+    assert "out of date" in captured.err
+
+
+def test_bad_slo_specs_exit_2_and_write_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs = tmp_path / "slos.yaml"
+    specs.write_text("slos:\n  - {name: x, objective: 2, sli: {kind: availability}}\n")
+    assert main(["kubernetes", "--slos", str(specs), "--out", str(tmp_path / "out")]) == 2
+    assert "objective" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
