@@ -3,6 +3,7 @@ alerts/slos generate; --check names a stale file; bad SLO specs exit 2 writing n
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -60,3 +61,18 @@ def test_bad_slo_specs_exit_2_and_write_nothing(
     assert main(["kubernetes", "--slos", str(specs), "--out", str(tmp_path / "out")]) == 2
     assert "objective" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_every_path_the_readme_section_names_exists() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Kubernetes (kube-prometheus-stack)"):]
+    section = section[:section.index("\n## ")]  # up to the next section
+    paths = set(re.findall(r"deploy/kubernetes/[\w./-]*\w", section))
+    assert "deploy/kubernetes/kube-prometheus-stack" in paths
+    assert len(paths) >= 4
+    # Paths under deploy/kubernetes/ in backticks (`<engine>` stands for any engine).
+    relative = re.findall(r"`((?:engines|monitor|kube-prometheus-stack)/[^`]+)`", section)
+    paths |= {f"deploy/kubernetes/{p.replace('<engine>', 'vllm')}" for p in relative}
+    assert "deploy/kubernetes/monitor/secret.example.yaml" in paths
+    for path in paths:
+        assert (REPO / path).exists(), path
