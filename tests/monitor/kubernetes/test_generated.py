@@ -11,7 +11,13 @@ import pytest
 import yaml
 
 from monitor.cli import main
-from monitor.kubernetes.generate import SLO_RULES_FILE
+from monitor.kubernetes.generate import (
+    ENGINES_DIR,
+    MONITOR_SLOS_DIR,
+    SLO_RULES_FILE,
+    generated_files,
+)
+from monitor.slo.loaders import load_slos
 
 REPO = Path(__file__).resolve().parents[3]
 OUT = REPO / "deploy" / "kubernetes"
@@ -21,6 +27,16 @@ SLOS = REPO / "alerts" / "slos"
 def test_checked_in_files_are_current(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["kubernetes", "--check", "--slos", str(SLOS), "--out", str(OUT)])
     assert status == 0, capsys.readouterr().out[-4000:]
+
+
+def test_no_file_is_left_over_from_an_earlier_generation() -> None:
+    # --check compares the files it generates; one it no longer generates (an engine that lost
+    # its rules, a removed SLO file) would stay behind unnoticed.
+    generated = set(generated_files(load_slos(SLOS), SLOS))
+    on_disk = {p.relative_to(OUT).as_posix() for d in (ENGINES_DIR, MONITOR_SLOS_DIR)
+               for p in (OUT / d).iterdir()}
+    assert on_disk == {name for name in generated
+                       if name.startswith((ENGINES_DIR + "/", MONITOR_SLOS_DIR + "/"))}
 
 
 def test_the_monitor_base_mounts_every_slo_file_it_is_given() -> None:
