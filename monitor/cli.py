@@ -39,6 +39,9 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("scrape-config", "exporters.promconfig.cli",
             "Prometheus/vmagent scrape job (metric_relabel_configs) and recording rules that "
             "normalize an engine's /metrics without a bridge"),
+    Command("kubernetes", "monitor.kubernetes.cli",
+            "prometheus-operator objects (PrometheusRule, PodMonitor, ServiceMonitor) for "
+            "kube-prometheus-stack, from the mapping tables and the SLO specs"),
     Command("collect", "monitor.collect.cli",
             "scrape the targets of inferwatch.yaml into the store"),
     Command("doctor", "monitor.collect.doctor",

@@ -34,12 +34,12 @@ def scrape_config_text(engine_plan: Plan, job: str, targets: Sequence[str],
     if rule_files:
         config["rule_files"] = list(rule_files)
     config["scrape_configs"] = [scrape_job(engine_plan, job, targets)]
-    return _header(engine_plan, "scrape job (metric_relabel_configs)") + _dump(config)
+    return _header(engine_plan, "scrape job (metric_relabel_configs)") + dump_yaml(config)
 
 
 def rules_text(engine_plan: Plan, interval: str | None = None) -> str:
     groups = {"groups": [rule_group(engine_plan, interval)]}
-    return _header(engine_plan, "recording rules") + _dump(groups)
+    return _header(engine_plan, "recording rules") + dump_yaml(groups)
 
 
 def _header(engine_plan: Plan, what: str) -> str:
@@ -68,7 +68,7 @@ def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
 _Dumper.add_representer(list, _represent_list)
 
 
-def _dump(data: dict[str, Any]) -> str:
+def dump_yaml(data: dict[str, Any]) -> str:
     # No line folding: a folded PromQL expression is valid YAML but hard to read and diff.
     text: str = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=2**16,
                           allow_unicode=True)
