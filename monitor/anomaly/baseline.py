@@ -9,6 +9,14 @@ since last week is not "anomalous" all week). Its spread is the MAD of those res
 less than a week of history the expectation is the median of the trailing points, its spread
 their MAD. Spreads have a floor relative to the level, so a flat series (GPU memory) does
 not turn every wiggle into an infinite z-score.
+
+A baseline must not learn the anomaly it should flag: the detector pushes a point it judged
+anomalous as *excluded* (``push(x, accepted=False)``). An excluded point is not among the
+trailing points (the trailing baseline is the last ``trailing_points`` accepted values), so an
+incident longer than the trailing window is still measured against the level before it, and
+it does not count in the trend correction. The seasonal history keeps it: the median over
+three weeks already outvotes one bad week, and what looked anomalous in the first week (the
+first weekend) is the pattern the next weeks are judged by.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import numpy.typing as npt
 from monitor.anomaly.params import AnomalyParams
 
 WEEK_SECONDS = 7 * 86400.0
-_MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
+MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +40,7 @@ class Expectation:
     seasonal: bool    # from the weeks before (else the trailing baseline)
 
 
-class _Ring:
+class Ring:
     """The last ``capacity`` values of a stream, NaN where none (or missing)."""
 
     def __init__(self, capacity: int) -> None:
@@ -62,8 +70,10 @@ class SeriesBaseline:
                                else absolute_floor)
         self.season = max(1, round(WEEK_SECONDS / params.step_seconds))
         half = params.season_halfwidth_points
-        self._values = _Ring(self.season * params.season_lags + half + 1)
-        self._predictions = _Ring(params.trend_points)  # raw seasonal predictions, aligned
+        self._values = Ring(self.season * params.season_lags + half + 1)
+        self._trailing = Ring(self.trailing_points)  # accepted values only
+        self._predictions = Ring(params.trend_points)  # raw seasonal predictions, aligned
+        self._fitted = Ring(params.trend_points)  # the values the trend is fitted on
         self._window = np.arange(-half, half + 1, dtype=np.int64)
         self._next_prediction = math.nan
 
@@ -79,13 +89,12 @@ class SeriesBaseline:
             fit = self._seasonal_fit(self._next_prediction)
             if fit is not None:
                 return fit
-        trailing = self._values.last(self.trailing_points)
-        trailing = trailing[~np.isnan(trailing)]
+        trailing = self._trailing.last(self.trailing_points)
         if len(trailing) < p.min_points:
             return None
         median = float(np.median(trailing))
         mad = float(np.median(np.abs(trailing - median)))
-        return Expectation(median, self._floor(median, _MAD_TO_SIGMA * mad), False)
+        return Expectation(median, self._floor(median, MAD_TO_SIGMA * mad), False)
 
     def quantile(self, q: float, points: int) -> float:
         """The ``q`` quantile of the last ``points`` values (NaN without any)."""
@@ -93,9 +102,13 @@ class SeriesBaseline:
         values = values[~np.isnan(values)]
         return float(np.quantile(values, q)) if len(values) else math.nan
 
-    def push(self, value: float) -> None:
-        """Add the point that ``expect()`` was asked about (NaN for a gap)."""
+    def push(self, value: float, accepted: bool = True) -> None:
+        """Add the point that ``expect()`` was asked about (NaN for a gap); ``accepted``
+        False: an anomalous point, kept out of what the baseline learns."""
+        if accepted and not math.isnan(value):
+            self._trailing.push(value)
         self._values.push(value)
+        self._fitted.push(value if accepted else math.nan)
         self._predictions.push(self._next_prediction)
         self._next_prediction = math.nan
 
@@ -111,7 +124,7 @@ class SeriesBaseline:
         """Trend-corrected prediction and the spread of its recent residuals; None until
         enough predictions were made to judge them."""
         n = min(self._predictions.count, self.params.trend_points)
-        actual = self._values.last(n)
+        actual = self._fitted.last(n)
         predicted = self._predictions.last(n)
         both = ~np.isnan(actual) & ~np.isnan(predicted)
         if np.count_nonzero(both) < self.params.min_seasonal_points:
@@ -123,7 +136,7 @@ class SeriesBaseline:
         residuals = actual - trend * predicted
         mad = float(np.median(np.abs(residuals - np.median(residuals))))
         expected = trend * prediction
-        return Expectation(expected, self._floor(expected, _MAD_TO_SIGMA * mad), True)
+        return Expectation(expected, self._floor(expected, MAD_TO_SIGMA * mad), True)
 
     def _floor(self, level: float, scale: float) -> float:
         return max(scale, self.params.relative_scale_floor * abs(level), self.absolute_floor)

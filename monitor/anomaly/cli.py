@@ -2,11 +2,14 @@
 
     inferwatch anomaly score --input series.csv --output scores.csv [--direction both]
 
-Rows are read as a stream (no look-ahead) and written as
-``timestamp,value,anomaly_score,alert``: the score in [0, 1] (0.5 at the alert threshold),
-``alert`` 1 only on the row where an alert starts. Timestamps are unix seconds or ISO 8601;
-the step of the detectors is the median spacing of the timestamps unless ``--step`` is given.
-An empty value is a gap. A bad row stops with its line number and what is wrong.
+Rows are scored as a stream (no look-ahead) and written as
+``timestamp,value,anomaly_score,alert``, one row per input row in input order, with the
+input's own timestamp and value text: the score in [0, 1] (0.5 at the alert threshold),
+``alert`` 1 only on the row where an alert starts. Timestamps are unix seconds or ISO 8601.
+Repeated, backwards, missing and irregular timestamps are placed on steps by the policy of
+``monitor.anomaly.timeline`` (the step is the median spacing unless ``--step`` is given), and
+what it did is counted on stderr and in ``--json``. An empty value is a gap. A row that is not
+a time and a number stops with its line number and what is wrong.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 from typing import TextIO
 
+import numpy as np
+
+from monitor.anomaly import timeline
 from monitor.anomaly.detectors import Direction
 from monitor.anomaly.params import AnomalyParams
-from monitor.anomaly.series import score_series
+from monitor.anomaly.series import score_timeline
 from monitor.progress import add_progress_argument, bar_for
 from monitor.timeparse import parse_timestamp
 
@@ -41,54 +48,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        default=Direction.BOTH.value, help="which deviations are anomalies")
     score.add_argument("--step", type=float, default=None,
                        help="seconds between points (default: the median spacing)")
+    score.add_argument("--json", default=None, metavar="PATH",
+                       help="also write a JSON summary: the step, the alerts and what the "
+                       "timestamp policy did ('-': standard output, when --output is a file)")
     add_progress_argument(score)
 
 
+@dataclass(frozen=True, slots=True)
+class SeriesFile:
+    """The rows of a series file in input order: their own text and their parsed values."""
+
+    stamps: list[str]
+    value_texts: list[str]
+    times: list[float]
+    values: list[float]
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.json == "-" and args.output == "-":
+        print("inferwatch anomaly score: --json - and --output - both want standard output",
+              file=sys.stderr)
+        return 2
     try:
-        points = _read(args.input)
-        step = args.step or _median_step(points)
-        params = AnomalyParams(step_seconds=step)
-        with _open_out(args.output) as out, bar_for(args, len(points), "scoring",
-                                                     unit="row") as bar:
+        rows = _read(args.input)
+        line = timeline.build(rows.times, rows.values, args.step)
+        params = AnomalyParams(step_seconds=line.step)
+        with bar_for(args, len(line.values), "scoring", unit="step") as bar:
+            scored = score_timeline(line, params, Direction(args.direction), bar)
+        with _open_out(args.output) as out:
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(["timestamp", "value", "anomaly_score", "alert"])
-            alerts = 0
-            for p in score_series(points, params, Direction(args.direction)):
-                alerts += p.started
-                writer.writerow([_number(p.timestamp), _number(p.value), f"{p.score:.6f}",
-                                 int(p.started)])
-                bar.advance()
+            for k, (score, start) in enumerate(zip(scored.scores.tolist(),
+                                                   scored.starts.tolist())):
+                # Ten digits: a score near 1 still ranks (six would tie thousands at 1.0).
+                writer.writerow([rows.stamps[k], rows.value_texts[k], f"{score:.10g}",
+                                 int(start)])
     except (SeriesFileError, OSError, ValueError) as exc:
         print(f"inferwatch anomaly score: {exc}", file=sys.stderr)
         return 2
-    print(f"scored {len(points)} points (step {step:g} s): {alerts} alerts", file=sys.stderr)
+    alerts = int(np.count_nonzero(scored.starts))
+    counts = line.counts
+    print(f"scored {counts.rows} rows as {counts.points} steps of {line.step:g} s: "
+          f"{alerts} alerts", file=sys.stderr)
+    if described := counts.describe():
+        print(f"timestamp policy: {described}", file=sys.stderr)
+    if args.json is not None:
+        summary = {"input": args.input, "step_seconds": line.step, "alerts": alerts,
+                   "policy": counts.as_dict()}
+        with _open_out(args.json) as out:
+            out.write(json.dumps(summary, indent=2) + "\n")
     return 0
 
 
-def _read(path: str) -> list[tuple[float, float]]:
+def _read(path: str) -> SeriesFile:
     handle = sys.stdin if path == "-" else Path(path).open(newline="")
     with handle:
         return parse_series(handle, path)
 
 
-def parse_series(handle: TextIO, name: str) -> list[tuple[float, float]]:
-    rows = csv.reader(handle)
-    points: list[tuple[float, float]] = []
-    for number, row in enumerate(rows, start=1):
+def parse_series(handle: TextIO, name: str) -> SeriesFile:
+    """Every ``timestamp,value`` row, in input order, whatever their times' order."""
+    rows = SeriesFile([], [], [], [])
+    for number, row in enumerate(csv.reader(handle), start=1):
         if not row or (number == 1 and row[0].strip().lower() == "timestamp"):
             continue
         if len(row) < 2:
             raise SeriesFileError(f"{name}:{number}: expected timestamp,value, got {row!r}")
-        timestamp = _timestamp(row[0].strip(), name, number)
-        value = _value(row[1].strip(), name, number)
-        if points and timestamp <= points[-1][0]:
-            raise SeriesFileError(f"{name}:{number}: timestamp {row[0]!r} is not after the "
-                                  "previous row's; rows must be in time order")
-        points.append((timestamp, value))
-    if len(points) < 2:
-        raise SeriesFileError(f"{name}: needs at least 2 rows, got {len(points)}")
-    return points
+        stamp, value = row[0].strip(), row[1].strip()
+        rows.times.append(_timestamp(stamp, name, number))
+        rows.values.append(_value(value, name, number))
+        rows.stamps.append(stamp)
+        rows.value_texts.append(value)
+    if len(rows.times) < 2:
+        raise SeriesFileError(f"{name}: needs at least 2 rows, got {len(rows.times)}")
+    return rows
 
 
 def _timestamp(text: str, name: str, number: int) -> float:
@@ -110,15 +143,7 @@ def _value(text: str, name: str, number: int) -> float:
     return value
 
 
-def _median_step(points: list[tuple[float, float]]) -> float:
-    return median(b[0] - a[0] for a, b in zip(points, points[1:], strict=False))
-
-
 def _open_out(path: str) -> contextlib.AbstractContextManager[TextIO]:
     if path == "-":
         return contextlib.nullcontext(sys.stdout)
     return Path(path).open("w", newline="")
-
-
-def _number(value: float) -> str:
-    return "" if math.isnan(value) else f"{value:.10g}"

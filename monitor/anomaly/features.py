@@ -34,19 +34,26 @@ class Feature:
     direction: Direction
     absolute_floor: float    # the smallest spread that counts (a quiet series has MAD 0)
     unit: str = ""
+    load_aware: bool = False  # rises with the offered load: judged at the load (load_curve)
+    # Extreme points in a row that alert at once: 2 for a step's p99, which is about its
+    # slowest request (one slow request is not an incident), 1 for the rest.
+    extreme_points: int = 1
 
 
 # Scored one by one (robust scores); throughput has its own ratio detector.
 SCORED: Final[tuple[Feature, ...]] = (
     Feature(OFFERED_LOAD, Direction.DOWN, 0.05, "req/s"),
-    Feature("ttft_p99_seconds", Direction.UP, 0.005, "s"),
-    Feature("itl_p99_seconds", Direction.UP, 0.001, "s"),
-    Feature("e2e_p99_seconds", Direction.UP, 0.05, "s"),
-    Feature("kv_cache_usage_ratio", Direction.UP, 0.02),
-    Feature("queue_depth", Direction.UP, 1.0, "requests"),
+    Feature("ttft_p99_seconds", Direction.UP, 0.005, "s", load_aware=True,
+            extreme_points=2),
+    Feature("itl_p99_seconds", Direction.UP, 0.001, "s", load_aware=True,
+            extreme_points=2),
+    Feature("e2e_p99_seconds", Direction.UP, 0.05, "s", load_aware=True,
+            extreme_points=2),
+    Feature("kv_cache_usage_ratio", Direction.UP, 0.02, load_aware=True),
+    Feature("queue_depth", Direction.UP, 1.0, "requests", load_aware=True),
     Feature("error_ratio", Direction.UP, 0.01),
     Feature("gpu_memory_used_bytes", Direction.UP, 64 * 2**20, "bytes"),
-    Feature("preemptions_per_second", Direction.UP, 0.1, "1/s"),
+    Feature("preemptions_per_second", Direction.UP, 0.1, "1/s", load_aware=True),
 )
 # The multivariate detector's vector (batch utilization only there and in diagnosis).
 VECTOR: Final[tuple[str, ...]] = (

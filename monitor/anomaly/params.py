@@ -26,8 +26,18 @@ class AnomalyParams:
     z_alert: float = 6.0                # score 0.5; alert when held for ``for_points``
     z_extreme: float = 18.0             # alert at once (a spike)
     z_clear: float = 3.0                # the alert clears below this for ``clear_points``
+    # The three scaled up for a heavy-tailed series: by its 99% deviation over two weeks
+    # against a normal's (``detectors.TailCalibration``), refreshed every hour of points.
+    tail_quantile: float = 0.99
+    tail_days: float = 14.0
+    tail_refresh_points: int = 60
     for_points: int = 5
+    for_breaches: int = 4               # robust scores: 4 breaching of the last 5 points
     clear_points: int = 5
+    # Baselines skip the points of an anomaly (while an alert is active, or a point past
+    # ``z_extreme``) so a long incident is still measured against the level before it; after
+    # this many skipped points in a row the change is taken as the new normal and learned.
+    relearn_points: int = 360
     # Baseline ratio of throughput (tokens/s over its load-adjusted baseline)
     ratio_warning: float = 0.7
     ratio_critical: float = 0.5
@@ -37,6 +47,12 @@ class AnomalyParams:
     # cap is this quantile of the throughput over the same points.
     efficiency_trailing_points: int = 720
     capacity_quantile: float = 0.95
+    # Load-dependent metrics (latency, queue, KV usage) judged against the values seen at a
+    # similar offered load (within +-25%), over the last 12 hours' accepted points, once at
+    # least 20 such points exist (``monitor.anomaly.load_curve``).
+    load_curve_points: int = 720
+    load_band: float = 0.25
+    load_min_neighbours: int = 20
     # Multivariate (robust Mahalanobis distance over a target's metric vector)
     multivariate_training_points: int = 1440
     multivariate_min_points: int = 120
@@ -50,5 +66,8 @@ class AnomalyParams:
         if not 0 < self.ratio_critical < self.ratio_warning < 1:
             raise ValueError("need 0 < ratio_critical < ratio_warning < 1, got "
                              f"{self.ratio_critical} and {self.ratio_warning}")
+        if not 1 <= self.for_breaches <= self.for_points:
+            raise ValueError(f"need 1 <= for_breaches <= for_points, got {self.for_breaches} "
+                             f"and {self.for_points}")
         if self.z_clear >= self.z_alert or self.z_alert >= self.z_extreme:
             raise ValueError("need z_clear < z_alert < z_extreme")

@@ -44,7 +44,8 @@ class TargetDetector:
         self.target = target
         self.params = params
         self.throughput = RatioDetector(params)
-        self.scored = {f.name: RobustDetector(params, f.direction, f.absolute_floor)
+        self.scored = {f.name: RobustDetector(params, f.direction, f.absolute_floor,
+                                              f.load_aware, f.extreme_points)
                        for f in features}
         self.multivariate = MultivariateDetector(params, VECTOR)
         self._was_active = False
@@ -58,8 +59,9 @@ class TargetDetector:
         data (it is fitted once, on the first live step, instead of every refit interval)."""
         readings = {THROUGHPUT: self.throughput.update(row.get(THROUGHPUT, math.nan),
                                                        row.get(OFFERED_LOAD, math.nan))}
+        load = row.get(OFFERED_LOAD, math.nan)
         for name, detector in self.scored.items():
-            readings[name] = detector.update(row.get(name, math.nan))
+            readings[name] = detector.update(row.get(name, math.nan), load)
         flagged = any(r.active for r in readings.values())
         readings[MULTIVARIATE] = self.multivariate.update(vector(dict(row)), flagged,
                                                           score=not warm_up)

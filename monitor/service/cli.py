@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     service.recorder.start()
     print(f"inferwatch serve: {len(watcher.config.targets)} targets, {len(slos)} SLOs, store "
-          f"{url}", flush=True)
+          f"{_shown(url)}", flush=True)
     try:
         asyncio.run(_serve(service, sock))
     except KeyboardInterrupt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -11,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from monitor.anomaly import timeline
+from monitor.anomaly.params import AnomalyParams
 from monitor.cli import main
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -51,7 +54,10 @@ def test_scores_every_row_and_marks_where_alerts_start(tmp_path: Path, iso: bool
     rows = read_scores(tmp_path / "out.csv")
     assert list(rows[0]) == ["timestamp", "value", "anomaly_score", "alert"]
     assert len(rows) == 400
-    assert float(rows[10]["timestamp"]) == T0 + 600
+    # The input's own timestamp text, ISO or unix seconds.
+    assert rows[10]["timestamp"] == (
+        datetime.fromtimestamp(T0 + 600, UTC).isoformat().replace("+00:00", "Z") if iso
+        else str(T0 + 600))
     scores = [float(r["anomaly_score"]) for r in rows]
     assert all(0.0 <= s <= 1.0 for s in scores)
     starts = [k for k, r in enumerate(rows) if r["alert"] == "1"]
@@ -66,7 +72,7 @@ def test_scores_every_row_and_marks_where_alerts_start(tmp_path: Path, iso: bool
     ("timestamp,value\n1,2\nyesterday,3\n", "in.csv:3: timestamp 'yesterday' is neither"),
     ("1,2\n2,abc\n", "in.csv:2: value 'abc' is not a number"),
     ("1,2\n2,inf\n", "in.csv:2: value 'inf' is infinite"),
-    ("1,2\n1,3\n", "in.csv:2: timestamp '1' is not after the previous row's"),
+    ("1,2\n1,3\n", "needs at least 2 distinct timestamps"),
     ("1,2\n3\n", "in.csv:2: expected timestamp,value"),
     ("timestamp,value\n1,2\n", "needs at least 2 rows"),
 ])
@@ -91,3 +97,68 @@ def test_runs_as_a_command_over_pipes(tmp_path: Path) -> None:
     # Only drops count: the spike up at row 350 is not an alert.
     starts = [k for k, line in enumerate(lines[1:]) if line.endswith(",1")]
     assert len(starts) == 1 and 250 <= starts[0] <= 255
+
+
+def messy(values: np.ndarray) -> tuple[list[str], list[float]]:
+    """The rows of ``values`` (one a minute) as a real export mangles them: ISO stamps, an
+    exporter restart that repeats 5 minutes, a clock set back 3 minutes, 2 missing rows and
+    a few stamps off by seconds. Returns the stamp texts and values in file order."""
+    def iso(t: float) -> str:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    stamps, out = [], []
+    for k, v in enumerate(values):
+        if k in (120, 121):
+            continue                                    # missing rows
+        jitter = 7 if k % 97 == 0 else 0                # off the minute by 7 s
+        stamps.append(iso(T0 + 60 * k + jitter))
+        out.append(float(v))
+        if k == 200:                                    # restart: 5 minutes again
+            for j in range(196, 201):
+                stamps.append(iso(T0 + 60 * j))
+                out.append(float(values[j]))
+        if k == 300:                                    # clock back 3 minutes, one row
+            stamps.append(iso(T0 + 60 * 297))
+            out.append(float(values[297]))
+    return stamps, out
+
+
+def test_messy_timestamps_are_placed_by_the_policy_and_counted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    values = series()
+    stamps, vals = messy(values)
+    with (tmp_path / "in.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["timestamp", "value"])
+        w.writerows([s, "" if np.isnan(v) else f"{v:.6f}"] for s, v in zip(stamps, vals))
+    code = main(["anomaly", "score", "--input", str(tmp_path / "in.csv"),
+                 "--output", str(tmp_path / "out.csv"), "--json", str(tmp_path / "s.json")])
+    assert code == 0
+    rows = read_scores(tmp_path / "out.csv")
+    # One row per input row, in input order, with the input's own text.
+    assert [r["timestamp"] for r in rows] == stamps
+    assert len(rows) == 400 - 2 + 5 + 1
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["step_seconds"] == 60
+    assert summary["policy"] == {
+        "rows": len(rows), "points": 400, "backwards": 4 + 1, "repeated": 5 + 1, "merged": 0,
+        "off_grid": 5, "gap_steps": 2, "gap_steps_skipped": 0, "missing_values": 1}
+    err = capsys.readouterr().err
+    assert "5 rows back in time" in err and "2 empty steps (gaps)" in err
+    # The same alerts as the clean file: the drop and the spike, marked once each.
+    starts = [r["timestamp"] for r in rows if r["alert"] == "1"]
+    assert len(starts) == 2 and summary["alerts"] == 2
+    repeated = [r for r in rows if r["timestamp"] == stamps[350 - 2 + 5 + 1]]
+    assert len(repeated) == 1 and repeated[0]["alert"] == "1"
+    # A repeated row shares its step's score.
+    first, again = (r for r in rows if r["timestamp"] == stamps[198])
+    assert first["anomaly_score"] == again["anomaly_score"]
+
+
+def test_a_gap_past_the_detectors_memory_is_fed_as_long_as_the_memory() -> None:
+    line = timeline.build([0.0, 60.0, 60.0 * 10**6, 60.0 * (10**6 + 1)], [1.0, 2.0, 3.0, 4.0])
+    memory = timeline.memory_points(AnomalyParams(step_seconds=60))
+    assert line.counts.gap_steps == memory
+    assert line.counts.gap_steps + line.counts.gap_steps_skipped == 10**6 - 2
+    assert line.counts.points == 4 + memory
+    assert line.point_of_row.tolist() == [0, 1, memory + 2, memory + 3]

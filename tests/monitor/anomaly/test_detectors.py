@@ -47,13 +47,45 @@ def test_hysteresis_needs_a_run_of_breaches_and_a_run_of_clears() -> None:
     assert h.update(breach=True, clear=False, extreme=True) and h.active  # a spike at once
 
 
+def test_a_hold_of_k_of_n_survives_one_point_under_the_threshold() -> None:
+    # The reference run's ITL p99 under a latency fault: z 6.3, 8.0, 7.2, 6.1, then 4.8. Five
+    # in a row never fired; four of the last five fires on the fourth breach.
+    in_a_row, four_of_five = Hysteresis(5, 5), Hysteresis(5, 5, required=4)
+    zs = [1.0, 6.3, 8.0, 4.8, 7.2, 6.1, 3.5]
+    assert [in_a_row.update(z >= 6, z < 3) for z in zs] == [False] * 7
+    assert [four_of_five.update(z >= 6, z < 3) for z in zs] == [False] * 5 + [True, False]
+    with pytest.raises(ValueError, match="required"):
+        Hysteresis(5, 5, required=6)
+
+
+def test_a_long_incident_is_still_flagged_at_its_end_and_a_lasting_change_is_learned() -> None:
+    # A latency shift of 1.6x for 4 hours: twice the trailing window. A baseline that learned
+    # the incident would clear after about an hour; this one still flags its last point.
+    values = noisy(1200, seed=3)
+    values[300:540] *= 1.6
+    detector = RobustDetector(PARAMS, Direction.UP)
+    readings = [detector.update(float(v)) for v in values]
+    assert readings[303].started and all(r.active for r in readings[303:540])
+    assert readings[539].z > PARAMS.z_alert
+    assert not any(r.active for r in readings[545:]), "clears once the incident ends"
+    # A change that lasts past relearn_points (6 h) becomes the normal: the alert ends.
+    values = noisy(1500, seed=4)
+    values[300:] *= 1.6
+    detector = RobustDetector(PARAMS, Direction.UP)
+    readings = [detector.update(float(v)) for v in values]
+    ended = next(k for k in range(303, 1500) if not readings[k].active)
+    relearned = 303 + PARAMS.relearn_points
+    assert relearned < ended < relearned + PARAMS.trailing_points
+    assert not any(r.active for r in readings[ended:])
+
+
 def test_level_shift_alerts_after_the_hold_and_clean_noise_never_does() -> None:
     values = noisy(600)
     values[400:460] *= 1.6
     detector = RobustDetector(PARAMS, Direction.UP)
     readings = [detector.update(float(v)) for v in values]
     starts = [k for k, r in enumerate(readings) if r.started]
-    assert starts == [400 + PARAMS.for_points - 1]
+    assert starts == [400 + PARAMS.for_breaches - 1]
     assert not any(r.active for r in readings[:400])
     assert all(r.score == 0.0 for r in readings[:PARAMS.min_points])  # nothing scored yet
     assert not readings[-1].active  # cleared after the shift ended
@@ -193,3 +225,52 @@ def test_bad_parameters_are_named() -> None:
         AnomalyParams(ratio_warning=0.5, ratio_critical=0.7)
     with pytest.raises(ValueError, match="step_seconds"):
         AnomalyParams(step_seconds=0)
+
+
+def latency_at(load: np.ndarray, seed: int) -> np.ndarray:
+    """p99 latency of a server that queues as load approaches its capacity (20 req/s)."""
+    noise = 1 + 0.05 * np.random.default_rng(seed).standard_normal(len(load))
+    return 0.1 / (1 - load / 20.0) * noise
+
+
+def test_latency_rising_with_a_load_already_served_is_normal_and_at_a_served_load_is_not(
+        ) -> None:
+    # Four hours cycling between 2 and 16 req/s, then two quiet hours at 3 req/s (a trailing
+    # baseline forgets the busy hours), then a ramp back to 16 req/s: latency triples.
+    t = np.arange(240)
+    cycle = 9 - 7 * np.cos(2 * np.pi * t / 60)
+    load = np.concatenate([cycle, np.full(120, 3.0), np.linspace(3, 16, 30), np.full(60, 16.0)])
+    latency = latency_at(load, seed=5)
+    aware, blind = (RobustDetector(PARAMS, Direction.UP, 0.005, load_aware=flag)
+                    for flag in (True, False))
+    ramp = range(360, 450)
+    aware_readings = [aware.update(float(v), float(x)) for v, x in zip(latency, load)]
+    blind_readings = [blind.update(float(v), float(x)) for v, x in zip(latency, load)]
+    assert any(blind_readings[k].started for k in ramp), "the time baseline cries wolf"
+    assert not any(r.active for r in aware_readings[PARAMS.min_points:]), \
+        "latency at a load seen before is normal"
+    assert all(aware_readings[k].load_aware for k in ramp)
+    # The same ramp, but the server slowed 1.5x at 16 req/s: an anomaly at a served load.
+    slowed = latency.copy()
+    slowed[420:] *= 1.5
+    aware = RobustDetector(PARAMS, Direction.UP, 0.005, load_aware=True)
+    readings = [aware.update(float(v), float(x)) for v, x in zip(slowed, load)]
+    starts = [k for k, r in enumerate(readings) if r.started]
+    assert len(starts) == 1 and 420 <= starts[0] <= 420 + PARAMS.for_points
+    # At a load never seen (no curve), the time baseline judges, and the reading says so.
+    unseen = RobustDetector(PARAMS, Direction.UP, 0.005, load_aware=True)
+    readings = [unseen.update(0.1, 2.0) for _ in range(40)] + [unseen.update(0.1, 19.0)]
+    assert readings[-2].load_aware and not readings[-1].load_aware
+
+
+def test_a_p99_needs_two_extreme_steps_in_a_row_to_alert_at_once() -> None:
+    # A step's p99 is about its slowest request: one extreme step is one slow request.
+    values = noisy(200, level=0.1, seed=6)
+    values[100] = 2.0                # one slow request
+    values[150:152] = 2.0            # two steps in a row: an incident
+    detector = RobustDetector(PARAMS, Direction.UP, 0.005, extreme_points=2)
+    readings = [detector.update(float(v)) for v in values]
+    assert [k for k, r in enumerate(readings) if r.started] == [151]
+    single = RobustDetector(PARAMS, Direction.UP, 0.005)
+    assert [k for k, r in enumerate(single.update(float(v)) for v in values)
+            if r.started] == [100, 150]

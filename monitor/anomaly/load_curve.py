@@ -1,0 +1,58 @@
+"""What a load-dependent metric should read at the load offered now, learned from the
+target's own history.
+
+Latency, queue depth and KV-cache usage rise with load; a trailing baseline learned at a
+quiet hour then reads the next busy hour as an anomaly, and one learned across a busy day
+misses a slowdown at a quiet one. The load curve conditions on the load instead: the
+expectation at load L is the median (spread: the MAD) of the values this target had at
+offered loads nearest L: the ``load_min_neighbours`` nearest within ``load_band`` of L, over
+its last ``load_curve_points`` accepted points (the nearest, not all in the band, because
+latency climbs steeply near saturation: a band's median would blur a 1.5x slowdown).
+So latency rising with load the target has already served is normal, and latency rising at a
+load the target has served faster is an anomaly. At a load the target has not been seen at
+(fewer than ``load_min_neighbours`` such points) there is no curve to read: the detector
+falls back to its time baseline, and says so (``Reading.load_aware`` False).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from monitor.anomaly.baseline import MAD_TO_SIGMA, Expectation, Ring
+from monitor.anomaly.params import AnomalyParams
+
+
+class LoadCurve:
+    def __init__(self, params: AnomalyParams, absolute_floor: float) -> None:
+        self.params = params
+        self.absolute_floor = absolute_floor
+        self._loads = Ring(params.load_curve_points)
+        self._values = Ring(params.load_curve_points)
+        self._band = math.log1p(params.load_band)
+
+    def expect(self, load: float) -> Expectation | None:
+        """The expectation at ``load``; None without enough points seen at a similar load."""
+        if not (math.isfinite(load) and load > 0):
+            return None
+        n = min(self._loads.count, self.params.load_curve_points)
+        loads, values = self._loads.last(n), self._values.last(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            distance = np.abs(np.log(loads / load))
+        distance[np.isnan(values) | ~(distance <= self._band)] = np.inf
+        k = self.params.load_min_neighbours
+        if np.count_nonzero(np.isfinite(distance)) < k:
+            return None
+        seen = values[np.argpartition(distance, k - 1)[:k]]
+        median = float(np.median(seen))
+        mad = float(np.median(np.abs(seen - median)))
+        scale = max(MAD_TO_SIGMA * mad, self.params.relative_scale_floor * abs(median),
+                    self.absolute_floor)
+        return Expectation(median, scale, False)
+
+    def push(self, load: float, value: float, accepted: bool = True) -> None:
+        """Learn the point (not an anomalous one, nor one without a load or a value)."""
+        if accepted and math.isfinite(load) and load > 0 and not math.isnan(value):
+            self._loads.push(load)
+            self._values.push(value)
