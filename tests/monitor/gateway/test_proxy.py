@@ -145,3 +145,17 @@ def test_a_client_that_disconnects_mid_stream_aborts_the_upstream_request(throug
     assert (through.upstream.cut, through.upstream.finished) == (1, 0)
     event = through.wait_events(1)[0]
     assert event.outcome == "cancelled" and not event.good
+
+
+def test_chunks_of_a_kept_alive_connection_are_not_held_back(through: Through):
+    # Without TCP_NODELAY on accepted sockets, Nagle held each chunk after the first of a
+    # reused connection until the client's delayed ACK: the chunks arrived in one lump.
+    through.upstream.script.num_chunks, through.upstream.script.interval = 4, 0.05
+    with httpx.Client(timeout=10) as client:
+        for _ in range(3):
+            arrivals: list[float] = []
+            with client.stream("POST", through.url + CHAT, json=chat_body()) as response:
+                for data in response.iter_raw():
+                    arrivals += [time.perf_counter()] * data.count(b"data: {")
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    assert len(gaps) == 3 and min(gaps) > 0.03, gaps
