@@ -48,3 +48,12 @@ def test_the_page_states_the_tenant_budget_in_its_help(through: Through):
     assert budget_rule(20) in page
     assert 'inferwatch_gateway_time_to_first_token_seconds_bucket{le="0.0001"' in page \
         or "inferwatch_gateway_time_to_first_token_seconds_bucket{" in page
+
+
+def test_a_refused_model_name_never_answered_ok_is_counted_as_unknown(through: Through):
+    through.upstream.script.status = 404
+    httpx.post(through.url + CHAT, json={**BODY, "model": "typo-1234"}, timeout=10)
+    through.wait_events(1)
+    assert through.sample("inferwatch_gateway_requests_total", model="unknown",
+                          tenant="anonymous", slo_class="interactive", outcome="refused") == 1
+    assert "typo-1234" not in httpx.get(through.url + "/metrics", timeout=10).text
