@@ -144,14 +144,17 @@ def percentiles_ms(values: list[float]) -> dict[str, float]:
     return {"p50": float(np.percentile(array, 50)), "p99": float(np.percentile(array, 99))}
 
 
-def report(direct: Samples, through: Samples, gateway_cpu: float, num_through: int,
-           busy: float | None) -> dict[str, Any]:
+def report(direct: Samples, through: Samples, gateway_cpu: float, upstream_cpu: float,
+           num_through: int, busy: float | None) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for name in ("ttft", "itl"):
         d, t = percentiles_ms(getattr(direct, name)), percentiles_ms(getattr(through, name))
         rows[name] = {"direct_ms": d, "through_ms": t,
                       "added_ms": {k: t[k] - d[k] for k in d}}
     return {"metrics": rows, "gateway_cpu_seconds_per_request": gateway_cpu / num_through,
+            # the upstream serves both arms: its CPU per request is the yardstick (an ASGI
+            # server on uvicorn sending the same chunks once)
+            "upstream_cpu_seconds_per_request": upstream_cpu / (2 * num_through),
             "requests_per_arm": num_through, "failed": direct.failed + through.failed,
             "ttft_samples": len(through.ttft), "itl_samples": len(through.itl),
             "other_processes_cores": busy}
@@ -166,11 +169,37 @@ def print_report(result: dict[str, Any]) -> None:
         print(f"| {name.upper()} ms | {d['p50']:.2f} | {t['p50']:.2f} | {a['p50']:+.2f} "
               f"| {d['p99']:.2f} | {t['p99']:.2f} | {a['p99']:+.2f} |")
     print(f"gateway CPU: {result['gateway_cpu_seconds_per_request'] * 1000:.2f} ms per request "
-          f"({result['requests_per_arm']} requests through, {result['failed']} failed)")
+          f"({result['requests_per_arm']} requests through, {result['failed']} failed); the "
+          f"upstream's: {result['upstream_cpu_seconds_per_request'] * 1000:.2f} ms")
     busy = result["other_processes_cores"]
     if busy is not None:
         warn = "  (busy: figures are noisy)" if busy > BUSY_WARNING_CORES else ""
         print(f"other processes kept {busy:.2f} cores busy{warn}")
+
+
+def measure(args: argparse.Namespace, upstream: str, gateway: str, up_pid: int, gw_pid: int
+            ) -> dict[str, Any]:
+    """Warm both paths, then the alternating arms; the report of them."""
+    for url in (upstream, gateway):  # connections, first-call costs
+        asyncio.run(run_arm(url, args.concurrency * 2, args.concurrency, Samples()))
+    direct, through, gateway_cpu = Samples(), Samples(), 0.0
+    meter, started = OtherCpuMeter(), time.perf_counter()
+    up_before, gw_before = cpu_seconds(up_pid), cpu_seconds(gw_pid)
+    for r in range(args.rounds):
+        for arm in (("direct", "through") if r % 2 == 0 else ("through", "direct")):
+            if arm == "direct":
+                asyncio.run(run_arm(upstream, args.requests, args.concurrency, direct))
+                continue
+            before = cpu_seconds(gw_pid)
+            asyncio.run(run_arm(gateway, args.requests, args.concurrency, through))
+            gateway_cpu += cpu_seconds(gw_pid) - before
+    busy = meter.cores()
+    upstream_cpu = cpu_seconds(up_pid) - up_before
+    if busy is not None:  # the upstream's and the gateway's CPU are this run's, not others'
+        children = upstream_cpu + cpu_seconds(gw_pid) - gw_before
+        busy = max(0.0, busy - children / (time.perf_counter() - started))
+    return report(direct, through, gateway_cpu, upstream_cpu, args.requests * args.rounds,
+                  busy)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,24 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                  upstream) as up, \
             process(["-m", "monitor.cli", "--log-level", "WARNING", "gateway", "--upstream",
                      upstream, "--port", str(gw_port)], gateway) as gw:
-        for url in (upstream, gateway):  # warm both paths: connections, first-call costs
-            asyncio.run(run_arm(url, args.concurrency * 2, args.concurrency, Samples()))
-        direct, through, cpu = Samples(), Samples(), 0.0
-        meter, started = OtherCpuMeter(), time.perf_counter()
-        children_before = cpu_seconds(up.pid) + cpu_seconds(gw.pid)
-        for r in range(args.rounds):
-            for arm in (("direct", "through") if r % 2 == 0 else ("through", "direct")):
-                if arm == "direct":
-                    asyncio.run(run_arm(upstream, args.requests, args.concurrency, direct))
-                    continue
-                before = cpu_seconds(gw.pid)
-                asyncio.run(run_arm(gateway, args.requests, args.concurrency, through))
-                cpu += cpu_seconds(gw.pid) - before
-        busy = meter.cores()
-        if busy is not None:  # the upstream's and the gateway's CPU are this run's, not others'
-            children = cpu_seconds(up.pid) + cpu_seconds(gw.pid) - children_before
-            busy = max(0.0, busy - children / (time.perf_counter() - started))
-    result = report(direct, through, cpu, args.requests * args.rounds, busy)
+        result = measure(args, upstream, gateway, up.pid, gw.pid)
     result["settings"] = {k: v for k, v in vars(args).items() if k != "json"}
     print_report(result)
     if args.json is not None:
