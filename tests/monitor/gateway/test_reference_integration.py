@@ -4,30 +4,42 @@ within a few milliseconds."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+import httpx
 import openai
 import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.gateway import Gateway, GatewayConfig, RequestEvent
 from tests.asgi_thread import serving
-from tests.reference_server.server_fixture import running_server
+from tests.reference_server.server_fixture import RunningServer, running_server
 
 pytestmark = pytest.mark.integration
 SALT = b"integration-salt-0123"
 
 
-@pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[openai.OpenAI, Gateway, list[RequestEvent]]]:
+@dataclass
+class Stack:
+    server: RunningServer
+    gateway: Gateway
+    url: str
+    client: openai.OpenAI
+    events: list[RequestEvent]
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
     with running_server() as server:
         gateway = Gateway(GatewayConfig(server.url, SALT), CollectorRegistry())
         events: list[RequestEvent] = []
         gateway.sinks.append(events.append)
         with serving(gateway) as url:
-            yield openai.OpenAI(base_url=f"{url}/v1", api_key="sk-team-a", max_retries=0), \
-                gateway, events
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-team-a", max_retries=0)
+            yield Stack(server, gateway, url, client, events)
 
 
 def wait_for(events: list[RequestEvent], count: int) -> None:
@@ -58,8 +70,8 @@ def stream_chat(client: openai.OpenAI, max_tokens: int, usage: bool
     return ttft, tokens
 
 
-def test_counts_and_ttft_match_the_client(stack):
-    client, gateway, events = stack
+def test_counts_and_ttft_match_the_client(stack: Stack):
+    client, gateway, events = stack.client, stack.gateway, stack.events
     plan = [(4, True), (9, False), (16, True), (3, False), (12, True), (7, False)]
     seen = [stream_chat(client, max_tokens, usage) for max_tokens, usage in plan]
     done = client.completions.create(model="tiny", prompt="once", max_tokens=5,
@@ -81,3 +93,20 @@ def test_counts_and_ttft_match_the_client(stack):
         assert gateway_ttft is not None
         # The client's TTFT adds building the request and the loopback hops both ways.
         assert -0.001 <= client_ttft - gateway_ttft < 0.010, (client_ttft, gateway_ttft)
+
+
+def test_a_client_that_hangs_up_aborts_the_engine_request(stack: Stack):
+    aborts = {"model": "tiny", "finish_reason": "abort"}
+    registry = stack.server.server.registry
+    before = registry.get_sample_value("gen_ai_server_requests_total", aborts) or 0.0
+    with httpx.stream("POST", f"{stack.url}/v1/completions", timeout=30, json={
+            "model": "tiny", "prompt": "hi", "max_tokens": 2000, "ignore_eos": True,
+            "stream": True}) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                assert json.loads(line[6:])["choices"]
+                break
+    stack.server.wait_idle(timeout=10)  # long before 2,000 tokens could be generated
+    assert registry.get_sample_value("gen_ai_server_requests_total", aborts) - before == 1
+    wait_for(stack.events, 1)
+    assert stack.events[0].outcome == "cancelled"
