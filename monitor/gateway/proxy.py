@@ -89,11 +89,12 @@ class Gateway:
             await _respond(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
             return
         body = await _read_body(receive)
+        tracked = _TrackedSend(send)
         if scope["method"] == "POST" and scope["path"] in MEASURED_PATHS:
-            work: Awaitable[None] = self._measured(scope, body, send, arrived_at)
+            work: Awaitable[None] = self._measured(scope, body, tracked, arrived_at)
         else:
-            work = self._passthrough(scope, body, send)
-        await _until_disconnect(work, receive)
+            work = self._passthrough(scope, body, tracked)
+        await _until_disconnect(work, receive, tracked)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -249,22 +250,44 @@ def _ask_for_usage(payload: dict[str, Any], body: bytes) -> tuple[bytes, bool]:
     return json.dumps(payload).encode(), True
 
 
-async def _until_disconnect(work: Awaitable[None], receive: Receive) -> None:
-    """Run ``work``; cancel it if the client disconnects first."""
+class _TrackedSend:
+    """``send``, noting when the response is complete: from then on uvicorn's ``receive``
+    answers http.disconnect at once, which is no client going away."""
+
+    __slots__ = ("_send", "complete")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.complete = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True  # before the await: the watcher wakes during it
+        await self._send(message)
+
+
+async def _until_disconnect(work: Awaitable[None], receive: Receive, sent: _TrackedSend
+                            ) -> None:
+    """Run ``work``; cancel it if the client disconnects before its response is complete."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(receive))
     try:
         await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and not sent.complete:
+            task.cancel()  # the client went away: the work's cleanup aborts the upstream
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # not (only) ours: the server is cancelling this request
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    except Exception:
+        log.exception("gateway request failed")
     finally:
-        for pending in (task, watcher):
-            pending.cancel()
-        for done in (task, watcher):
-            try:
-                await done
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("gateway request failed")
+        watcher.cancel()
 
 
 async def _disconnected(receive: Receive) -> None:

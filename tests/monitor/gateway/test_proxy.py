@@ -3,6 +3,7 @@ for and stripped, failures turned into clear answers, disconnects passed on."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -159,3 +160,24 @@ def test_chunks_of_a_kept_alive_connection_are_not_held_back(through: Through):
                     arrivals += [time.perf_counter()] * data.count(b"data: {")
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
     assert len(gaps) == 3 and min(gaps) > 0.03, gaps
+
+
+def test_concurrent_requests_are_each_counted_once_as_ok(through: Through):
+    # uvicorn answers receive() with http.disconnect as soon as a response is complete: the
+    # disconnect watcher must not take that for a client going away.
+    through.upstream.script.num_chunks = 3
+
+    async def send_all() -> None:
+        async with httpx.AsyncClient(timeout=10) as client:
+            async def one() -> None:
+                async with client.stream("POST", through.url + CHAT,
+                                         json=chat_body()) as response:
+                    async for _ in response.aiter_raw():
+                        pass
+            await asyncio.gather(*(one() for _ in range(60)))
+
+    asyncio.run(send_all())
+    events = through.wait_events(60)
+    assert [e.outcome for e in events] == ["ok"] * 60
+    assert through.sample("inferwatch_gateway_requests_total", model="tiny",
+                          tenant="anonymous", slo_class="interactive", outcome="ok") == 60
