@@ -366,8 +366,9 @@ GATEWAY_SPECS: Final[tuple[MetricSpec, ...]] = (
 IN_PROCESS_ENGINE_SPECS: Final[tuple[MetricSpec, ...]] = tuple(
     spec for spec in ENGINE_SPECS if spec.in_process)
 
+# Gateway metrics are found too, so an SLO can take its good/total counters (a ratio SLI).
 _BY_NAME: Final[Mapping[str, MetricSpec]] = MappingProxyType({
-    alias: spec for spec in SCHEMA for alias in (spec.name, spec.exposed_name)
+    alias: spec for spec in SCHEMA + GATEWAY_SPECS for alias in (spec.name, spec.exposed_name)
 })
 
 
@@ -378,5 +379,5 @@ def get_spec(name: str) -> MetricSpec:
     except KeyError:
         raise KeyError(
             f"{name!r} is not a metric of the inferwatch schema "
-            "(see exporters.schema.SCHEMA for the names)"
+            "(see exporters.schema.SCHEMA and GATEWAY_SPECS for the names)"
         ) from None
