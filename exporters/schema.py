@@ -33,7 +33,8 @@ CACHE_TIER: Final = "tier"
 TENANT: Final = "tenant"
 SLO_CLASS: Final = "slo_class"
 OUTCOME: Final = "outcome"
-# ok; refused (upstream 4xx, 429 included); error (upstream 5xx, unreachable, broken stream);
+# ok; refused (upstream 4xx, 429 included); error (upstream 5xx, unreachable, broken stream,
+# an error event in the stream);
 # timeout (upstream silent past the gateway's timeout); cancelled (the client went away).
 GATEWAY_OUTCOMES: Final[tuple[str, ...]] = ("ok", "refused", "error", "timeout", "cancelled")
 
@@ -332,8 +333,9 @@ _GATEWAY_LATENCY: Final = latency_buckets(min_seconds=0.0001, max_seconds=60.0)
 GATEWAY_SPECS: Final[tuple[MetricSpec, ...]] = (
     _counter(GATEWAY_REQUESTS, "requests",
              "Requests that went through the gateway and finished, by outcome (ok, refused: "
-             "upstream 4xx or 429, error: upstream 5xx or unreachable, timeout: upstream silent "
-             "past the gateway's timeout, cancelled: the client disconnected)",
+             "upstream 4xx or 429, error: upstream 5xx, unreachable or an error event mid-stream, "
+             "timeout: upstream silent past the gateway's timeout, cancelled: the client "
+             "disconnected; never good)",
              *_IDENTITY, OUTCOME),
     _counter(GATEWAY_GOOD_REQUESTS, "requests",
              "Requests judged good at the gateway: outcome ok AND TTFT <= the SLO class's TTFT "

@@ -67,6 +67,7 @@ class RequestTiming:
     completion_tokens: int | None = None  # from usage
     engine_metrics: dict[str, float] = field(default_factory=dict)  # vLLM's, milliseconds
     done: bool = False  # the stream ended with data: [DONE]
+    stream_error: str | None = None  # an error event in the stream (after a 200): its type
 
     def token_chunk(self, now: float, content: bool) -> None:
         if self.last_token_at is None:
@@ -177,6 +178,10 @@ class StreamMeter:
         except ValueError:
             return True  # not ours to judge; forwarded as is
         if not isinstance(body, dict):
+            return True
+        error = body.get("error")
+        if isinstance(error, dict):
+            self.timing.stream_error = str(error.get("type") or error.get("code") or "error")
             return True
         any_token, content = chunk_tokens(body)
         if any_token:

@@ -153,7 +153,8 @@ class Gateway:
                         "headers": _response_headers(response)})
             started = True
             await self._forward_stream(response, send, StreamMeter(timing, strip_usage))
-            event.outcome = "ok"
+            # An engine that fails mid-stream can only say so in an SSE error event.
+            event.outcome = "ok" if timing.stream_error is None else "error"
         except httpx.TimeoutException:
             event.outcome = "timeout"
             await self._fail(send, event, started, UpstreamFailure(

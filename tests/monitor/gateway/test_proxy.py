@@ -181,3 +181,12 @@ def test_concurrent_requests_are_each_counted_once_as_ok(through: Through):
     assert [e.outcome for e in events] == ["ok"] * 60
     assert through.sample("inferwatch_gateway_requests_total", model="tiny",
                           tenant="anonymous", slo_class="interactive", outcome="ok") == 60
+
+
+def test_an_error_event_mid_stream_is_an_error_not_ok(through: Through):
+    through.upstream.script.error_after = 2
+    response = httpx.post(through.url + CHAT, json=chat_body(), timeout=10)
+    assert json.loads(data_lines(response.text)[-2])["error"]["type"] == "server_error"
+    event = through.wait_events(1)[0]
+    assert (event.outcome, event.timing.stream_error, event.good) == (
+        "error", "server_error", False)

@@ -28,6 +28,7 @@ class Script:
     status: int = 200  # non-200: answer with this status and an OpenAI error body
     answer_delay: float = 0.0  # before any answer (headers included)
     metrics: dict[str, float] | None = None  # vLLM's per-request metrics object
+    error_after: int | None = None  # an SSE error event after this many chunks, then the end
 
 
 @dataclass
@@ -76,6 +77,12 @@ class Upstream:
             await asyncio.sleep(script.first_delay)
             total = script.num_reasoning + script.num_chunks
             for i in range(total):
+                if i == script.error_after:
+                    yield _sse({"error": {"message": "engine failed", "type": "server_error",
+                                          "code": 500}})
+                    yield b"data: [DONE]\n\n"
+                    done = True
+                    return
                 if i == 1 and script.pause_after_first:
                     await asyncio.sleep(script.pause_after_first)
                 elif i:
