@@ -7,7 +7,9 @@ exported, and the salt keeps the hash from being looked up in a table of known k
 The budget: the ``max_tenants`` tenants with the most requests since the gateway started have
 their own label value; everyone else is "other". A tenant that overtakes the smallest of the
 top takes its place (the displaced one's series stop growing, its new requests count as
-"other"), so at most ``max_tenants`` + 1 values grow at any time.
+"other"), so at most ``max_tenants`` + 1 values grow at any time. Counts are kept for at
+most ``max_tracked`` tenants: past that, the half outside the top with fewest requests is
+forgotten (a flood of one-off keys costs no memory, and counts "other").
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ class TenantIdentifier:
 class TenantBudget:
     """Counts requests per tenant and names the label value of each."""
 
-    __slots__ = ("max_tenants", "_counts", "_top")
+    __slots__ = ("max_tenants", "max_tracked", "_counts", "_top")
 
-    def __init__(self, max_tenants: int) -> None:
+    def __init__(self, max_tenants: int, max_tracked: int = 100_000) -> None:
         if max_tenants < 0:
             raise ValueError(f"max_tenants must be >= 0, got {max_tenants}")
+        if max_tracked <= max_tenants:
+            raise ValueError("max_tracked must exceed max_tenants")
         self.max_tenants = max_tenants
+        self.max_tracked = max_tracked  # counts kept; many one-off keys must not grow memory
         self._counts: dict[str, int] = {}
         self._top: set[str] = set()
 
@@ -73,6 +78,8 @@ class TenantBudget:
         """Count one request of ``tenant`` and return its label value."""
         count = self._counts.get(tenant, 0) + 1
         self._counts[tenant] = count
+        if len(self._counts) > self.max_tracked:
+            self._forget_smallest()
         if tenant in self._top:
             return tenant
         if len(self._top) < self.max_tenants:
@@ -86,6 +93,12 @@ class TenantBudget:
             self._top.add(tenant)
             return tenant
         return OTHER
+
+    def _forget_smallest(self) -> None:
+        """Drop the half of the tracked tenants outside the top with the fewest requests."""
+        outside = sorted((c, t) for t, c in self._counts.items() if t not in self._top)
+        for _, tenant in outside[:len(outside) // 2]:
+            del self._counts[tenant]
 
     @property
     def top(self) -> frozenset[str]:

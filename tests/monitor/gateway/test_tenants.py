@@ -31,3 +31,11 @@ def test_the_top_n_tenants_by_requests_keep_their_label_and_the_rest_are_other()
 def test_a_budget_of_zero_labels_everyone_other():
     budget = TenantBudget(max_tenants=0)
     assert {budget.label(t) for t in "abc"} == {OTHER}
+
+
+def test_one_off_tenants_do_not_grow_the_counts_without_bound():
+    budget = TenantBudget(max_tenants=1, max_tracked=10)
+    assert [budget.label("big") for _ in range(5)] == ["big"] * 5
+    for i in range(100):
+        assert budget.label(f"once-{i}") == OTHER
+    assert len(budget._counts) <= 10 and budget._counts["big"] == 5
