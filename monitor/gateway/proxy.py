@@ -139,20 +139,17 @@ class Gateway:
         started = False
         try:
             event.upstream_status = status = response.status_code
-            if status >= 400 or not event.stream or _encoded(response):
-                content = b"".join([data async for data in response.aiter_raw()])
-                timing.first_token_at = time.perf_counter()  # what a client sees: the body
-                if status < 400 and not _encoded(response):
-                    timing.read_body(_json_object(content))
-                event.outcome = "ok" if status < 400 else "refused" if status < 500 else "error"
-                event.status = status
-                await _respond(send, status, content, headers=_response_headers(response))
+            if status >= 400 or not event.stream:
+                await self._forward_whole(response, send, event)
                 return
             event.status = status
             await send({"type": "http.response.start", "status": status,
                         "headers": _response_headers(response)})
             started = True
-            await self._forward_stream(response, send, StreamMeter(timing, strip_usage))
+            # A compressed stream (an upstream that ignored accept-encoding: identity) passes
+            # unread: only its first byte and its end are timed.
+            meter = None if _encoded(response) else StreamMeter(timing, strip_usage)
+            await self._forward_stream(response, send, timing, meter)
             # An engine that fails mid-stream can only say so in an SSE error event.
             event.outcome = "ok" if timing.stream_error is None else "error"
         except httpx.TimeoutException:
@@ -179,13 +176,30 @@ class Gateway:
         await send({"type": "http.response.body", "body": b"data: " + body + b"\n\n",
                     "more_body": False})
 
+    async def _forward_whole(self, response: httpx.Response, send: Send,
+                             event: RequestEvent) -> None:
+        """An error or an answer not streamed: read whole, then sent as it came."""
+        status = response.status_code
+        content = b"".join([data async for data in response.aiter_raw()])
+        event.timing.first_token_at = time.perf_counter()  # what a client sees: the body
+        if status < 400 and not _encoded(response):
+            event.timing.read_body(_json_object(content))
+        event.outcome = "ok" if status < 400 else "refused" if status < 500 else "error"
+        event.status = status
+        await _respond(send, status, content, headers=_response_headers(response))
+
     async def _forward_stream(self, response: httpx.Response, send: Send,
-                              meter: StreamMeter) -> None:
+                              timing: RequestTiming, meter: StreamMeter | None) -> None:
         async for data in response.aiter_raw():
-            out = meter.feed(data, time.perf_counter())
-            if out:
-                await send({"type": "http.response.body", "body": out, "more_body": True})
-        await send({"type": "http.response.body", "body": meter.rest(), "more_body": False})
+            now = time.perf_counter()
+            if meter is not None:
+                data = meter.feed(data, now)
+            elif timing.first_token_at is None:
+                timing.first_token_at = now
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        rest = b"" if meter is None else meter.rest()
+        await send({"type": "http.response.body", "body": rest, "more_body": False})
 
     def _finish(self, event: RequestEvent) -> None:
         timing = event.timing

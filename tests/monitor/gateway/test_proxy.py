@@ -4,13 +4,19 @@ for and stripped, failures turned into clear answers, disconnects passed on."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import time
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.monitor.gateway.conftest import Through
+from prometheus_client import CollectorRegistry
+
+from monitor.gateway import Gateway, GatewayConfig, RequestEvent
+from tests.asgi_thread import serving
+from tests.monitor.gateway.conftest import SALT, Through
 
 CHAT = "/v1/chat/completions"
 
@@ -190,3 +196,29 @@ def test_an_error_event_mid_stream_is_an_error_not_ok(through: Through):
     event = through.wait_events(1)[0]
     assert (event.outcome, event.timing.stream_error, event.good) == (
         "error", "server_error", False)
+
+
+def test_a_compressed_stream_passes_unread_and_is_still_counted():
+    # An upstream that gzips its stream although the gateway asked for identity.
+    compressed = gzip.compress(b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
+                               b"data: [DONE]\n\n")
+
+    async def gzipping(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream"), (b"content-encoding", b"gzip")]})
+        await send({"type": "http.response.body", "body": compressed})
+
+    events: list[RequestEvent] = []
+    with serving(gzipping) as upstream_url:
+        gateway = Gateway(GatewayConfig(upstream_url, SALT), CollectorRegistry(),
+                          sinks=[events.append])
+        with serving(gateway) as url:
+            response = httpx.post(url + CHAT, json=chat_body(), timeout=10)
+            assert response.status_code == 200 and "[DONE]" in response.text  # httpx gunzips
+            deadline = time.monotonic() + 5
+            while not events and time.monotonic() < deadline:
+                time.sleep(0.01)
+    assert events[0].outcome == "ok" and events[0].timing.ttft is not None
