@@ -29,6 +29,14 @@ UUID: Final = "uuid"
 REASON: Final = "reason"
 SLEEP_STATE: Final = "sleep_state"
 CACHE_TIER: Final = "tier"
+# The gateway's labels: identity under a cardinality budget, the SLO class, the outcome.
+TENANT: Final = "tenant"
+SLO_CLASS: Final = "slo_class"
+OUTCOME: Final = "outcome"
+# ok; refused (upstream 4xx, 429 included); error (upstream 5xx, unreachable, broken stream,
+# an error event in the stream);
+# timeout (upstream silent past the gateway's timeout); cancelled (the client went away).
+GATEWAY_OUTCOMES: Final[tuple[str, ...]] = ("ok", "refused", "error", "timeout", "cancelled")
 
 FINISH_REASONS: Final[tuple[str, ...]] = ("stop", "length", "abort", "error", "timeout")
 ERROR_TYPES: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected", "bad_request")
@@ -302,12 +310,67 @@ GPU_SPECS: Final[tuple[MetricSpec, ...]] = (
 )
 
 SCHEMA: Final[tuple[MetricSpec, ...]] = ENGINE_SPECS + GPU_SPECS
+
+# --- the gateway's own page (`inferwatch gateway`): per-request events judged at the edge ---
+# Not part of SCHEMA (engine and GPU pages, which adapters map onto): the gateway measures
+# what the client sees, so its latencies are not the engine's and keep their own names.
+GATEWAY_REQUESTS: Final = "inferwatch_gateway_requests"
+GATEWAY_GOOD_REQUESTS: Final = "inferwatch_gateway_good_requests"
+GATEWAY_PROMPT_TOKENS: Final = "inferwatch_gateway_prompt_tokens"
+GATEWAY_GENERATION_TOKENS: Final = "inferwatch_gateway_generation_tokens"
+GATEWAY_TIME_TO_FIRST_TOKEN: Final = "inferwatch_gateway_time_to_first_token_seconds"
+GATEWAY_TIME_TO_FIRST_CONTENT_TOKEN: Final = (
+    "inferwatch_gateway_time_to_first_content_token_seconds")
+GATEWAY_INTER_TOKEN_LATENCY: Final = "inferwatch_gateway_inter_token_latency_seconds"
+GATEWAY_TIME_PER_OUTPUT_TOKEN: Final = "inferwatch_gateway_time_per_output_token_seconds"
+GATEWAY_REQUEST_DURATION: Final = "inferwatch_gateway_request_duration_seconds"
+
+_IDENTITY: Final = (TENANT, SLO_CLASS)
+# Histograms carry no tenant: ~100 buckets per series times the tenant budget would be the
+# biggest series count of the page; per-tenant goodness is exact in the counters.
+_GATEWAY_LATENCY: Final = latency_buckets(min_seconds=0.0001, max_seconds=60.0)
+
+GATEWAY_SPECS: Final[tuple[MetricSpec, ...]] = (
+    _counter(GATEWAY_REQUESTS, "requests",
+             "Requests that went through the gateway and finished, by outcome (ok, refused: "
+             "upstream 4xx or 429, error: upstream 5xx, unreachable or an error event mid-stream, "
+             "timeout: upstream silent past the gateway's timeout, cancelled: the client "
+             "disconnected; never good)",
+             *_IDENTITY, OUTCOME),
+    _counter(GATEWAY_GOOD_REQUESTS, "requests",
+             "Requests judged good at the gateway: outcome ok AND TTFT <= the SLO class's TTFT "
+             "target AND TPOT (the request's mean inter-token latency, as vllm bench serve's "
+             "goodput) <= its ITL target", *_IDENTITY),
+    _counter(GATEWAY_PROMPT_TOKENS, "tokens",
+             "Prompt tokens of finished requests, from the upstream's usage", *_IDENTITY),
+    _counter(GATEWAY_GENERATION_TOKENS, "tokens",
+             "Output tokens of finished requests, from the upstream's usage (token chunks "
+             "counted when it reports none)", *_IDENTITY),
+    _histogram(GATEWAY_TIME_TO_FIRST_TOKEN, "seconds",
+               "Time from the request's arrival at the gateway to the first token of any kind "
+               "(reasoning included); non-streaming: to the response", _GATEWAY_LATENCY,
+               SLO_CLASS),
+    _histogram(GATEWAY_TIME_TO_FIRST_CONTENT_TOKEN, "seconds",
+               "Time from the request's arrival at the gateway to the first content token "
+               "(after a reasoning model's reasoning), streaming requests", _GATEWAY_LATENCY,
+               SLO_CLASS),
+    _histogram(GATEWAY_INTER_TOKEN_LATENCY, "seconds",
+               "Gaps between consecutive token chunks of one streamed request, as forwarded",
+               _GATEWAY_LATENCY, SLO_CLASS),
+    _histogram(GATEWAY_TIME_PER_OUTPUT_TOKEN, "seconds",
+               "(e2e - ttft) / (output tokens - 1) of each streamed request with 2+ tokens",
+               _GATEWAY_LATENCY, SLO_CLASS),
+    _histogram(GATEWAY_REQUEST_DURATION, "seconds",
+               "Time from the request's arrival at the gateway to the last byte forwarded, "
+               "any outcome", _LONG_LATENCY, SLO_CLASS),
+)
 # The engine metrics the in-process instrumentation builds (the reference server's page).
 IN_PROCESS_ENGINE_SPECS: Final[tuple[MetricSpec, ...]] = tuple(
     spec for spec in ENGINE_SPECS if spec.in_process)
 
+# Gateway metrics are found too, so an SLO can take its good/total counters (a ratio SLI).
 _BY_NAME: Final[Mapping[str, MetricSpec]] = MappingProxyType({
-    alias: spec for spec in SCHEMA for alias in (spec.name, spec.exposed_name)
+    alias: spec for spec in SCHEMA + GATEWAY_SPECS for alias in (spec.name, spec.exposed_name)
 })
 
 
@@ -318,5 +381,5 @@ def get_spec(name: str) -> MetricSpec:
     except KeyError:
         raise KeyError(
             f"{name!r} is not a metric of the inferwatch schema "
-            "(see exporters.schema.SCHEMA for the names)"
+            "(see exporters.schema.SCHEMA and GATEWAY_SPECS for the names)"
         ) from None

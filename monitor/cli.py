@@ -65,6 +65,9 @@ COMMANDS: Final[tuple[Command, ...]] = (
             "load runs and rate sweeps against an OpenAI endpoint"),
     Command("canary", "monitor.canary.cli",
             "judge a canary against its baseline (Mann-Whitney)"),
+    Command("gateway", "monitor.gateway.cli",
+            "an OpenAI-compatible streaming proxy that measures and judges every request "
+            "(TTFT, ITL, outcome by model, tenant, SLO class) on its own /metrics"),
     Command("export", "monitor.export_cli",
             "the API's SLOs, SLO history, targets, series, alerts or runs as CSV or Parquet"),
 )

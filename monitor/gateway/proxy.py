@@ -1,0 +1,353 @@
+"""The gateway's ASGI app: forwards every request to the upstream and measures completions.
+
+A plain ASGI callable rather than a framework route: the hot path is read body -> send
+upstream -> forward each chunk as it arrives, and a watcher on ``receive`` notices a client
+that goes away while the upstream is silent, so the upstream request is aborted at once (the
+connection is closed, which vLLM and the reference server take as an abort).
+
+POST /v1/chat/completions and /v1/completions are measured and judged; every other path
+(/v1/models, /health, ...) is passed through unmeasured. GET /metrics is the gateway's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import Any, Final
+
+import httpx
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.types import Message, Receive, Scope, Send
+
+from monitor.gateway.config import GatewayConfig
+from monitor.gateway.events import EventSink, RequestEvent
+from monitor.gateway.measure import RequestTiming, StreamMeter
+from monitor.gateway.metrics import GatewayMetrics
+from monitor.gateway.tenants import TenantBudget, TenantIdentifier
+
+log = logging.getLogger(__name__)
+
+MEASURED_PATHS: Final = frozenset({"/v1/chat/completions", "/v1/completions"})
+_HOP_BY_HOP: Final = frozenset({
+    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+    b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length"})
+_UNKNOWN_MODEL: Final = "unknown"
+_MAX_MODELS: Final = 1000
+
+
+class UpstreamFailure(Exception):
+    """The upstream did not answer: unreachable (502) or silent past the timeout (504)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+    def body(self, upstream: str) -> bytes:
+        return json.dumps({"error": {"message": str(self), "type": self.kind,
+                                     "code": self.status, "upstream": upstream}}).encode()
+
+
+class Gateway:
+    """The ASGI app. ``sinks`` get each finished request's event after it is counted."""
+
+    def __init__(self, config: GatewayConfig, registry: CollectorRegistry,
+                 sinks: Sequence[EventSink] = ()) -> None:
+        self.config = config
+        self.registry = registry
+        self.metrics = GatewayMetrics(registry, TenantBudget(config.max_tenants))
+        self.identify = TenantIdentifier(config.tenant_salt, config.tenant_header)
+        self.sinks = list(sinks)
+        self._client: httpx.AsyncClient | None = None
+        self._models_ok: set[str] = set()  # answered with success at least once
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:  # made on first use: it belongs to the serving event loop
+            t = self.config.timeout_seconds
+            self._client = httpx.AsyncClient(
+                base_url=self.config.upstream, timeout=httpx.Timeout(t, connect=min(t, 10.0)),
+                trust_env=False,  # straight to the upstream, never through an env proxy
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        arrived_at = time.perf_counter()
+        if scope["path"] == "/metrics" and scope["method"] == "GET":
+            await _respond(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+            return
+        body = await _read_body(receive)
+        tracked = _TrackedSend(send)
+        if scope["method"] == "POST" and scope["path"] in MEASURED_PATHS:
+            work: Awaitable[None] = self._measured(scope, body, tracked, arrived_at)
+        else:
+            work = self._passthrough(scope, body, tracked)
+        await _until_disconnect(work, receive, tracked)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # --- measured completions -----------------------------------------------------------
+    async def _measured(self, scope: Scope, body: bytes, send: Send, arrived_at: float) -> None:
+        headers = _header_dict(scope["headers"])
+        payload = _json_object(body)
+        stream = payload.get("stream") is True
+        body, strip_usage = _ask_for_usage(payload, body) if stream else (body, False)
+        model = payload.get("model")
+        event = RequestEvent(
+            path=scope["path"], model=model[:128] if isinstance(model, str) else _UNKNOWN_MODEL,
+            tenant=self.identify.identify(headers),
+            slo_class=self.config.slo_classes.for_request(headers), stream=stream,
+            timing=RequestTiming(arrived_at))
+        try:
+            await self._exchange(scope, body, send, event, strip_usage)
+        except asyncio.CancelledError:
+            event.outcome = "cancelled"
+            raise
+        finally:
+            self._finish(event)
+
+    async def _exchange(self, scope: Scope, body: bytes, send: Send, event: RequestEvent,
+                        strip_usage: bool) -> None:
+        timing = event.timing
+        try:
+            response = await self._send_upstream(scope, body, identity=True)
+        except UpstreamFailure as failure:
+            event.outcome = "timeout" if failure.status == 504 else "error"
+            event.status = failure.status
+            await _respond(send, failure.status, failure.body(self.config.upstream))
+            return
+        started = False
+        try:
+            event.upstream_status = status = response.status_code
+            if status >= 400 or not event.stream:
+                await self._forward_whole(response, send, event)
+                return
+            event.status = status
+            await send({"type": "http.response.start", "status": status,
+                        "headers": _response_headers(response)})
+            started = True
+            # A compressed stream (an upstream that ignored accept-encoding: identity) passes
+            # unread: only its first byte and its end are timed.
+            meter = None if _encoded(response) else StreamMeter(timing, strip_usage)
+            await self._forward_stream(response, send, timing, meter)
+            # An engine that fails mid-stream can only say so in an SSE error event.
+            event.outcome = "ok" if timing.stream_error is None else "error"
+        except httpx.TimeoutException:
+            event.outcome = "timeout"
+            await self._fail(send, event, started, UpstreamFailure(
+                504, "upstream_timeout", f"upstream {self.config.upstream} silent for "
+                f"{self.config.timeout_seconds:g} s"))
+        except httpx.TransportError as exc:
+            event.outcome = "error"
+            await self._fail(send, event, started, UpstreamFailure(
+                502, "upstream_error", f"upstream {self.config.upstream} broke off: {exc!r}"))
+        finally:
+            await response.aclose()  # unfinished: closes the connection, the upstream aborts
+
+    async def _fail(self, send: Send, event: RequestEvent, started: bool,
+                    failure: UpstreamFailure) -> None:
+        """A JSON error, or after the stream began (status sent) an SSE error event."""
+        log.warning("%s: %s", event.path, failure)
+        body = failure.body(self.config.upstream)
+        if not started:
+            event.status = failure.status
+            await _respond(send, failure.status, body)
+            return
+        await send({"type": "http.response.body", "body": b"data: " + body + b"\n\n",
+                    "more_body": False})
+
+    async def _forward_whole(self, response: httpx.Response, send: Send,
+                             event: RequestEvent) -> None:
+        """An error or an answer not streamed: read whole, then sent as it came."""
+        status = response.status_code
+        content = b"".join([data async for data in response.aiter_raw()])
+        event.timing.first_token_at = time.perf_counter()  # what a client sees: the body
+        if status < 400 and not _encoded(response):
+            event.timing.read_body(_json_object(content))
+        event.outcome = "ok" if status < 400 else "refused" if status < 500 else "error"
+        event.status = status
+        await _respond(send, status, content, headers=_response_headers(response))
+
+    async def _forward_stream(self, response: httpx.Response, send: Send,
+                              timing: RequestTiming, meter: StreamMeter | None) -> None:
+        async for data in response.aiter_raw():
+            now = time.perf_counter()
+            if meter is not None:
+                data = meter.feed(data, now)
+            elif timing.first_token_at is None:
+                timing.first_token_at = now
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        rest = b"" if meter is None else meter.rest()
+        await send({"type": "http.response.body", "body": rest, "more_body": False})
+
+    def _finish(self, event: RequestEvent) -> None:
+        timing = event.timing
+        if timing.finished_at is None:
+            timing.finished_at = time.perf_counter()
+        event.good = event.slo_class.is_good(event.outcome == "ok", timing)
+        if event.outcome == "ok" and len(self._models_ok) < _MAX_MODELS:
+            self._models_ok.add(event.model)
+        elif event.outcome == "refused" and event.model not in self._models_ok:
+            event.model = _UNKNOWN_MODEL  # a typo or garbage name must not become a series
+        self.metrics.record(event)
+        for sink in self.sinks:
+            sink(event)
+
+    # --- everything else ----------------------------------------------------------------
+    async def _passthrough(self, scope: Scope, body: bytes, send: Send) -> None:
+        try:
+            response = await self._send_upstream(scope, body, identity=False)
+        except UpstreamFailure as failure:
+            await _respond(send, failure.status, failure.body(self.config.upstream))
+            return
+        try:
+            headers = _response_headers(response, keep_length=True)
+            await send({"type": "http.response.start", "status": response.status_code,
+                        "headers": headers})
+            async for data in response.aiter_raw():
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except httpx.HTTPError as exc:
+            log.warning("upstream broke off %s: %r", scope["path"], exc)
+        finally:
+            await response.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_upstream(self, scope: Scope, body: bytes, identity: bool
+                             ) -> httpx.Response:
+        headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP
+                   and not (identity and k == b"accept-encoding")]
+        if identity:  # chunks must be readable as they pass: no compression
+            headers.append((b"accept-encoding", b"identity"))
+        url = httpx.URL(path=scope["path"], query=scope.get("query_string", b""))
+        request = self.client.build_request(scope["method"], url, headers=headers,
+                                            content=body)
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamFailure(504, "upstream_timeout",
+                                  f"upstream {self.config.upstream} did not answer within "
+                                  f"{self.config.timeout_seconds:g} s ({type(exc).__name__})"
+                                  ) from None
+        except httpx.TransportError as exc:
+            raise UpstreamFailure(502, "upstream_unreachable",
+                                  f"upstream {self.config.upstream} unreachable: {exc!r}"
+                                  ) from None
+
+
+def _ask_for_usage(payload: dict[str, Any], body: bytes) -> tuple[bytes, bool]:
+    """Ask a streamed request for usage; True if the client did not, so its chunk is cut."""
+    options = payload.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        return body, False
+    payload["stream_options"] = {**(options if isinstance(options, dict) else {}),
+                                 "include_usage": True}
+    return json.dumps(payload).encode(), True
+
+
+class _TrackedSend:
+    """``send``, noting when the response is complete: from then on uvicorn's ``receive``
+    answers http.disconnect at once, which is no client going away."""
+
+    __slots__ = ("_send", "complete")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.complete = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True  # before the await: the watcher wakes during it
+        await self._send(message)
+
+
+async def _until_disconnect(work: Awaitable[None], receive: Receive, sent: _TrackedSend
+                            ) -> None:
+    """Run ``work``; cancel it if the client disconnects before its response is complete."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and not sent.complete:
+            task.cancel()  # the client went away: the work's cleanup aborts the upstream
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # not (only) ours: the server is cancelling this request
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    except Exception:
+        log.exception("gateway request failed")
+    finally:
+        watcher.cancel()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message: Message = await receive()
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _header_dict(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in raw}
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _encoded(response: httpx.Response) -> bool:
+    encoding: str = response.headers.get("content-encoding", "identity")
+    return encoding != "identity"
+
+
+def _response_headers(response: httpx.Response, keep_length: bool = False
+                      ) -> list[tuple[bytes, bytes]]:
+    return [(k, v) for k, v in response.headers.raw
+            if k.lower() not in _HOP_BY_HOP or (keep_length and k.lower() == b"content-length")]
+
+
+async def _respond(send: Send, status: int, body: bytes,
+                   content_type: str = "application/json",
+                   headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    if headers is None:
+        headers = [(b"content-type", content_type.encode())]
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
