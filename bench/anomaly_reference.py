@@ -171,9 +171,10 @@ class Schedule:
 @dataclass(frozen=True, slots=True)
 class LoadShape:
     """Poisson arrivals at ``base_rate * f(t)``, f a cosine from ``low_fraction`` (at the run's
-    start) up to 1 (half a period later) and back. Prompts of random letters (no prefix-cache
-    hits; the byte tokenizer makes a character a token), completions of uniform length,
-    generated to the end (ignore_eos)."""
+    start) up to 1 (half a period later) and back, or, given a ``profile`` of (seconds,
+    factor) points, f interpolated between them (flat after the last). Prompts of random
+    letters (no prefix-cache hits; the byte tokenizer makes a character a token), completions
+    of uniform length, generated to the end (ignore_eos)."""
 
     base_rate: float = 15.0
     low_fraction: float = 0.35
@@ -182,8 +183,12 @@ class LoadShape:
     max_tokens: tuple[int, int] = (16, 96)
     client_timeout_seconds: float = 10.0
     seed: int = 0
+    profile: tuple[tuple[float, float], ...] = ()
 
     def factor(self, seconds: float) -> float:
+        if self.profile:
+            times, factors = zip(*self.profile)
+            return float(np.interp(seconds, times, factors))
         swing = (1.0 - math.cos(2.0 * math.pi * seconds / self.period_seconds)) / 2.0
         return self.low_fraction + (1.0 - self.low_fraction) * swing
 
@@ -318,23 +323,28 @@ def run(schedule: Schedule = Schedule(), *, step_seconds: float = 5.0,
         load: LoadShape = LoadShape(), settle_seconds: float = 2.0,
         scrape_interval: float = 1.0, server_args: Sequence[str] = SERVER_ARGS,
         workdir: Path | None = None,
-        progress: Callable[[StepRecord], None] | None = None) -> Result:
-    """Run the labelled schedule against a fresh reference server; steps and scores."""
+        progress: Callable[[StepRecord], None] | None = None,
+        params: AnomalyParams | None = None) -> Result:
+    """Run the labelled schedule against a fresh reference server; steps and scores.
+    ``params``: the detectors' (default: the defaults at ``step_seconds``)."""
+    if params is None:
+        params = AnomalyParams(step_seconds=step_seconds)
     if workdir is None:
         with tempfile.TemporaryDirectory() as tmp:
             return run(schedule, step_seconds=step_seconds, load=load,
                        settle_seconds=settle_seconds, scrape_interval=scrape_interval,
-                       server_args=server_args, workdir=Path(tmp), progress=progress)
+                       server_args=server_args, workdir=Path(tmp), progress=progress,
+                       params=params)
     return asyncio.run(_run(schedule, step_seconds, load, settle_seconds, scrape_interval,
-                            tuple(server_args), workdir, progress))
+                            tuple(server_args), workdir, progress, params))
 
 
 async def _run(schedule: Schedule, step: float, load: LoadShape, settle: float,
                scrape_interval: float, server_args: tuple[str, ...], workdir: Path,
-               progress: Callable[[StepRecord], None] | None) -> Result:
+               progress: Callable[[StepRecord], None] | None,
+               params: AnomalyParams) -> Result:
     began = _wall()
     token = secrets.token_hex(8)
-    params = AnomalyParams(step_seconds=step)
     args = [*server_args, "--enable-fault-injection", "--admin-token", token]
     with reference_server(args, 180.0) as base_url, \
             sqlite_store(workdir / "anomaly-reference.db") as store:

@@ -33,6 +33,27 @@ WEEK_SECONDS = 7 * 86400.0
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x this = its standard deviation
 
 
+def median(values: npt.NDArray[np.float64]) -> float:
+    """``np.median`` of NaN-free values, equal to it, without its per-call overhead (the
+    detectors take a few hundred thousand medians of small arrays in a replay)."""
+    n = len(values)
+    half = n // 2
+    if n % 2:
+        return float(np.partition(values, half)[half])
+    part = np.partition(values, (half - 1, half))
+    return float((part[half - 1] + part[half]) / 2)
+
+
+def quantile(values: npt.NDArray[np.float64], q: float) -> float:
+    """``np.quantile`` (linear) of NaN-free values without its per-call overhead."""
+    position = q * (len(values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(values) - 1)
+    part = np.partition(values, (low, high))
+    a, b = float(part[low]), float(part[high])
+    return a + (b - a) * (position - low)
+
+
 @dataclass(frozen=True, slots=True)
 class Expectation:
     expected: float
@@ -58,7 +79,14 @@ class Ring:
         return np.where(offsets <= self.count, out, np.nan)
 
     def last(self, n: int) -> npt.NDArray[np.float64]:
-        return self.back(np.arange(min(n, self.count), 0, -1, dtype=np.int64))
+        """The latest ``n`` values (fewer before there are ``n``), oldest first; a view where
+        they are contiguous, so callers must not write into it."""
+        capacity = len(self.values)
+        n = min(n, self.count, capacity)
+        end = self.count % capacity or (capacity if self.count else 0)
+        if n <= end:
+            return self.values[end - n:end]
+        return np.concatenate((self.values[capacity - (n - end):], self.values[:end]))
 
 
 class SeriesBaseline:
@@ -92,15 +120,15 @@ class SeriesBaseline:
         trailing = self._trailing.last(self.trailing_points)
         if len(trailing) < p.min_points:
             return None
-        median = float(np.median(trailing))
-        mad = float(np.median(np.abs(trailing - median)))
-        return Expectation(median, self._floor(median, MAD_TO_SIGMA * mad), False)
+        level = median(trailing)
+        mad = median(np.abs(trailing - level))
+        return Expectation(level, self._floor(level, MAD_TO_SIGMA * mad), False)
 
     def quantile(self, q: float, points: int) -> float:
         """The ``q`` quantile of the last ``points`` values (NaN without any)."""
         values = self._values.last(points)
         values = values[~np.isnan(values)]
-        return float(np.quantile(values, q)) if len(values) else math.nan
+        return quantile(values, q) if len(values) else math.nan
 
     def push(self, value: float, accepted: bool = True) -> None:
         """Add the point that ``expect()`` was asked about (NaN for a gap); ``accepted``
@@ -116,9 +144,10 @@ class SeriesBaseline:
         medians = []
         for lag in range(1, self.params.season_lags + 1):
             around = self._values.back(lag * self.season + self._window)
-            if np.count_nonzero(~np.isnan(around)) > len(around) // 2:
-                medians.append(float(np.nanmedian(around)))
-        return float(np.median(medians)) if medians else math.nan
+            present = around[~np.isnan(around)]
+            if len(present) > len(around) // 2:
+                medians.append(median(present))
+        return median(np.array(medians)) if medians else math.nan
 
     def _seasonal_fit(self, prediction: float) -> Expectation | None:
         """Trend-corrected prediction and the spread of its recent residuals; None until
@@ -130,11 +159,11 @@ class SeriesBaseline:
         if np.count_nonzero(both) < self.params.min_seasonal_points:
             return None
         actual, predicted = actual[both], predicted[both]
-        base = float(np.median(predicted))
-        trend = float(np.median(actual)) / base if base > 0 else 1.0
+        base = median(predicted)
+        trend = median(actual) / base if base > 0 else 1.0
         trend = min(max(trend, 0.5), 2.0) if math.isfinite(trend) else 1.0
         residuals = actual - trend * predicted
-        mad = float(np.median(np.abs(residuals - np.median(residuals))))
+        mad = median(np.abs(residuals - median(residuals)))
         expected = trend * prediction
         return Expectation(expected, self._floor(expected, MAD_TO_SIGMA * mad), True)
 

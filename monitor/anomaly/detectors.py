@@ -3,7 +3,12 @@
 - ``RobustDetector``: z-score of a value against its baseline (``SeriesBaseline``), in the
   direction that is bad for the metric (latency up, throughput down, or both); for a
   load-dependent metric, against what it read at a similar load (``LoadCurve``) where the
-  target has been seen at that load.
+  target has been seen at that load. It also watches the spread: the MAD of the last
+  ``spread_points`` z-scores around their own median (about 0.6 for the usual noise), past
+  ``spread_alert`` is a jump in variance (a level shift alone, or a ramp the expectation
+  follows, does not move it). Noise that grows with the level (counts, tokens/s) is allowed
+  for: where the recent level is above the expected one, the spread is scaled down by their
+  ratio.
 - ``RatioDetector``: throughput over its baseline, which follows the load offered (a quiet
   night is not an anomaly; more load than a saturated server can serve does not raise the
   bar). Warning below 70%, critical below 50%, each held for ``for_points``.
@@ -29,11 +34,11 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
+import statistics
 from statistics import NormalDist
 
-import numpy as np
 
-from monitor.anomaly.baseline import Ring, SeriesBaseline
+from monitor.anomaly.baseline import Ring, SeriesBaseline, quantile
 from monitor.anomaly.load_curve import LoadCurve
 from monitor.anomaly.params import AnomalyParams
 
@@ -133,7 +138,7 @@ class TailCalibration:
                 self._deviations.count >= self.min_points):
             self._since = 0
             recent = self._deviations.last(len(self._deviations.values))
-            tail = float(np.quantile(recent, self.params.tail_quantile))
+            tail = quantile(recent, self.params.tail_quantile)
             self.factor = max(1.0, tail / self.reference)
 
 
@@ -152,6 +157,9 @@ class Reading:
     load_aware: bool = False  # judged against the values seen at a similar load
 
 
+_SPREAD_NORMAL = 0.62  # the mean local MAD of 10 points of normal noise, in sigmas
+
+
 class RobustDetector:
     def __init__(self, params: AnomalyParams, direction: Direction = Direction.BOTH,
                  absolute_floor: float | None = None, load_aware: bool = False,
@@ -166,6 +174,10 @@ class RobustDetector:
         self.exclusion = Exclusion(params.relearn_points)
         self.tails = {kind: TailCalibration(params, direction)
                       for kind in ("trailing", "seasonal", "load")}
+        self.spread = Hysteresis(params.for_points, params.clear_points, params.for_breaches)
+        self._recent: deque[tuple[float, float]] = deque(maxlen=params.spread_points)
+        self._was_active = False
+        self._kind = ""  # of the last expectation
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         """One point; ``load``: the offered load at it (used by a load-aware detector)."""
@@ -181,21 +193,46 @@ class RobustDetector:
         if expectation is None or math.isnan(value):
             learn()
             return Reading(value, expectation.expected if expectation else math.nan, math.nan,
-                           0.0, self.hysteresis.active, False)
+                           0.0, self._was_active, False)
         z = (value - expectation.expected) / expectation.scale
         bad = self._bad(z)
         kind = ("load" if at_load is not None
                 else "seasonal" if expectation.seasonal else "trailing")
         tail = self.tails[kind]
         tail.push(bad)
+        if kind != self._kind:  # z-scores against another expectation: a new spread window
+            self._recent.clear()
+            self._kind = kind
         f = tail.factor
         z_alert, z_clear, z_extreme = f * p.z_alert, f * p.z_clear, f * p.z_extreme
-        started = self.hysteresis.update(bad >= z_alert, bad < z_clear, bad >= z_extreme)
-        anomalous = bad >= z_extreme or (self.hysteresis.active and bad >= z_clear)
+        self.hysteresis.update(bad >= z_alert, bad < z_clear, bad >= z_extreme)
+        spread = self._spread(z, value, expectation.expected)
+        anomalous = (bad >= z_extreme or (self.hysteresis.active and bad >= z_clear)
+                     or self.spread.active)
         learn(self.exclusion.accept(anomalous))
-        level = Level.WARNING if self.hysteresis.active else None
-        return Reading(value, expectation.expected, z, squash(bad, z_alert),
-                       self.hysteresis.active, started, level, load_aware=at_load is not None)
+        active = self.hysteresis.active or self.spread.active
+        started, self._was_active = active and not self._was_active, active
+        level = Level.WARNING if active else None
+        score = max(squash(bad, z_alert), squash(spread - _SPREAD_NORMAL,
+                                                 p.spread_alert - _SPREAD_NORMAL))
+        return Reading(value, expectation.expected, z, score, active, started, level,
+                       load_aware=at_load is not None)
+
+    def _spread(self, z: float, value: float, expected: float) -> float:
+        """The local MAD of the last ``spread_points`` z-scores (NaN until that many), for a
+        level above the expected one scaled down by their ratio, judged."""
+        p = self.params
+        self._recent.append((z, value))
+        if len(self._recent) < p.spread_points:
+            return math.nan
+        zs = [z for z, _ in self._recent]
+        level = abs(statistics.median(v for _, v in self._recent))
+        center = statistics.median(zs)
+        spread = statistics.median(abs(z - center) for z in zs)
+        if level > abs(expected):
+            spread *= abs(expected) / level
+        self.spread.update(spread >= p.spread_alert, spread < p.spread_clear)
+        return spread
 
     def _bad(self, z: float) -> float:
         if self.direction is Direction.UP:

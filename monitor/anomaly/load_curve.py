@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from monitor.anomaly.baseline import MAD_TO_SIGMA, Expectation, Ring
+from monitor.anomaly.baseline import MAD_TO_SIGMA, Expectation, Ring, median
 from monitor.anomaly.params import AnomalyParams
 
 
@@ -28,7 +28,7 @@ class LoadCurve:
     def __init__(self, params: AnomalyParams, absolute_floor: float) -> None:
         self.params = params
         self.absolute_floor = absolute_floor
-        self._loads = Ring(params.load_curve_points)
+        self._log_loads = Ring(params.load_curve_points)  # log, so a distance is a subtraction
         self._values = Ring(params.load_curve_points)
         self._band = math.log1p(params.load_band)
 
@@ -36,23 +36,22 @@ class LoadCurve:
         """The expectation at ``load``; None without enough points seen at a similar load."""
         if not (math.isfinite(load) and load > 0):
             return None
-        n = min(self._loads.count, self.params.load_curve_points)
-        loads, values = self._loads.last(n), self._values.last(n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            distance = np.abs(np.log(loads / load))
-        distance[np.isnan(values) | ~(distance <= self._band)] = np.inf
+        n = min(self._log_loads.count, self.params.load_curve_points)
+        log_loads, values = self._log_loads.last(n), self._values.last(n)
+        distance = np.abs(log_loads - math.log(load))
+        distance[~(distance <= self._band)] = np.inf
         k = self.params.load_min_neighbours
         if np.count_nonzero(np.isfinite(distance)) < k:
             return None
         seen = values[np.argpartition(distance, k - 1)[:k]]
-        median = float(np.median(seen))
-        mad = float(np.median(np.abs(seen - median)))
-        scale = max(MAD_TO_SIGMA * mad, self.params.relative_scale_floor * abs(median),
+        level = median(seen)
+        mad = median(np.abs(seen - level))
+        scale = max(MAD_TO_SIGMA * mad, self.params.relative_scale_floor * abs(level),
                     self.absolute_floor)
-        return Expectation(median, scale, False)
+        return Expectation(level, scale, False)
 
     def push(self, load: float, value: float, accepted: bool = True) -> None:
         """Learn the point (not an anomalous one, nor one without a load or a value)."""
         if accepted and math.isfinite(load) and load > 0 and not math.isnan(value):
-            self._loads.push(load)
+            self._log_loads.push(math.log(load))
             self._values.push(value)

@@ -121,7 +121,8 @@ def annotate(state: TargetState, level: Level) -> dict[str, str]:
 def _evidence(name: str, r: Reading) -> str:
     unit = _UNITS.get(name, "")
     detail = f"ratio {r.ratio:.2f}" if not math.isnan(r.ratio) else f"z {r.z:+.1f}"
-    return (f"{name} {_fmt(r.value, unit)} vs baseline {_fmt(r.expected, unit)} "
+    baseline = "at this load" if r.load_aware else "baseline"
+    return (f"{name} {_fmt(r.value, unit)} vs {baseline} {_fmt(r.expected, unit)} "
             f"({detail}, score {r.score:.2f})")
 
 

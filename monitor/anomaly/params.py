@@ -31,6 +31,12 @@ class AnomalyParams:
     tail_quantile: float = 0.99
     tail_days: float = 14.0
     tail_refresh_points: int = 60
+    # Spread: the MAD of the last 10 points around their median, in baseline sigmas; 0.62 on
+    # average for normal noise, past 1.8 (normal noise: under once in 10^4 windows; 4x the
+    # noise: half the windows) the variance jumped. Held like the level, cleared under 1.1.
+    spread_points: int = 10
+    spread_alert: float = 1.8
+    spread_clear: float = 1.1
     for_points: int = 5
     for_breaches: int = 4               # robust scores: 4 breaching of the last 5 points
     clear_points: int = 5

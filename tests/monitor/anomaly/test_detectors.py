@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from monitor.anomaly.baseline import SeriesBaseline
+from monitor.anomaly.baseline import Ring, SeriesBaseline, median, quantile
 from monitor.anomaly.detectors import (
     Direction,
     Hysteresis,
@@ -274,3 +274,40 @@ def test_a_p99_needs_two_extreme_steps_in_a_row_to_alert_at_once() -> None:
     single = RobustDetector(PARAMS, Direction.UP, 0.005)
     assert [k for k, r in enumerate(single.update(float(v)) for v in values)
             if r.started] == [100, 150]
+
+
+def test_a_jump_in_spread_at_the_same_level_is_flagged_and_a_level_shift_is_not_a_spread(
+        ) -> None:
+    values = noisy(600, seed=7)
+    values[400:460] = 100 + 5 * (values[400:460] - 100)   # 5x the noise, same level
+    detector = RobustDetector(PARAMS, Direction.BOTH)
+    readings = [detector.update(float(v)) for v in values]
+    starts = [k for k, r in enumerate(readings) if r.started]
+    assert len(starts) == 1 and 400 <= starts[0] <= 400 + PARAMS.spread_points + PARAMS.for_points
+    assert not any(r.active for r in readings[:400])
+    # A level shift of multiplicative noise (twice the level, twice the noise) is a level
+    # alert in the direction watched, and no spread alert in the other.
+    values = noisy(600, seed=8)
+    values[400:] *= 2
+    detector = RobustDetector(PARAMS, Direction.DOWN)
+    for v in values:
+        detector.update(float(v))
+        assert not detector.spread.active
+
+
+def test_ring_median_and_quantile_equal_numpy() -> None:
+    rng = np.random.default_rng(1)
+    for capacity in (1, 5, 17):
+        ring, pushed = Ring(capacity), []
+        for _ in range(40):
+            for n in range(capacity + 3):
+                expected = pushed[len(pushed) - min(n, capacity, len(pushed)):]
+                assert ring.last(n).tolist() == expected
+            pushed.append(float(rng.standard_normal()))
+            ring.push(pushed[-1])
+    for n in range(1, 50):
+        values = rng.standard_normal(n)
+        assert median(values.copy()) == float(np.median(values))
+        for q in (0.0, 0.01, 0.5, 0.99, 1.0):
+            assert quantile(values.copy(), q) == pytest.approx(float(np.quantile(values, q)),
+                                                               abs=1e-12)
