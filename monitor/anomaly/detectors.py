@@ -118,15 +118,18 @@ class TailCalibration:
     set by the series' everyday behaviour, not by incidents (under 1% of points). Refreshed
     every ``tail_refresh_points``; no scaling before a day of scored points. One per kind of
     expectation (trailing, seasonal, at the load): their residuals differ (a trailing median
-    misses the daily cycle that the seasonal prediction follows)."""
+    misses the daily cycle that the seasonal prediction follows). The spread rule has its own,
+    against the 99% local MAD of normal noise (``reference``)."""
 
-    def __init__(self, params: AnomalyParams, direction: Direction) -> None:
+    def __init__(self, params: AnomalyParams, direction: Direction,
+                 reference: float | None = None) -> None:
         day = 86400.0 / params.step_seconds
         self.params = params
         self.factor = 1.0
         two_sided = direction is Direction.BOTH
         q = params.tail_quantile
-        self.reference = NormalDist().inv_cdf((1 + q) / 2 if two_sided else q)
+        self.reference = (NormalDist().inv_cdf((1 + q) / 2 if two_sided else q)
+                          if reference is None else reference)
         self.min_points = max(1, round(day))
         self._deviations = Ring(max(1, round(params.tail_days * day)))
         self._since = 0
@@ -158,6 +161,7 @@ class Reading:
 
 
 _SPREAD_NORMAL = 0.62  # the mean local MAD of 10 points of normal noise, in sigmas
+_SPREAD_Q99 = 1.22     # and its 99% quantile
 
 
 class RobustDetector:
@@ -175,6 +179,7 @@ class RobustDetector:
         self.tails = {kind: TailCalibration(params, direction)
                       for kind in ("trailing", "seasonal", "load")}
         self.spread = Hysteresis(params.for_points, params.clear_points, params.for_breaches)
+        self.spread_tail = TailCalibration(params, direction, _SPREAD_Q99)
         self._recent: deque[tuple[float, float]] = deque(maxlen=params.spread_points)
         self._was_active = False
         self._kind = ""  # of the last expectation
@@ -213,8 +218,11 @@ class RobustDetector:
         active = self.hysteresis.active or self.spread.active
         started, self._was_active = active and not self._was_active, active
         level = Level.WARNING if active else None
-        score = max(squash(bad, z_alert), squash(spread - _SPREAD_NORMAL,
-                                                 p.spread_alert - _SPREAD_NORMAL))
+        score = squash(bad, z_alert)
+        if self.spread.active:  # a wide spread ranks only once it is an anomaly: bursty
+            # series have many wide windows, which would outrank the real deviations
+            spread_alert = self.spread_tail.factor * p.spread_alert
+            score = max(score, squash(spread - _SPREAD_NORMAL, spread_alert - _SPREAD_NORMAL))
         return Reading(value, expectation.expected, z, score, active, started, level,
                        load_aware=at_load is not None)
 
@@ -231,7 +239,9 @@ class RobustDetector:
         spread = statistics.median(abs(z - center) for z in zs)
         if level > abs(expected):
             spread *= abs(expected) / level
-        self.spread.update(spread >= p.spread_alert, spread < p.spread_clear)
+        self.spread_tail.push(spread)
+        f = self.spread_tail.factor
+        self.spread.update(spread >= f * p.spread_alert, spread < f * p.spread_clear)
         return spread
 
     def _bad(self, z: float) -> float:
