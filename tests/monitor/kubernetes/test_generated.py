@@ -82,7 +82,7 @@ def test_bad_slo_specs_exit_2_and_write_nothing(
 def test_every_path_the_readme_section_names_exists() -> None:
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("### Kubernetes (kube-prometheus-stack)"):]
-    section = section[:section.index("\n## ")]  # up to the next section
+    section = re.split(r"\n#{2,3} ", section[1:], maxsplit=1)[0]  # up to the next heading
     paths = set(re.findall(r"deploy/kubernetes/[\w./-]*\w", section))
     assert "deploy/kubernetes/kube-prometheus-stack" in paths
     assert len(paths) >= 4
