@@ -125,6 +125,18 @@ def by_instance(url: str, promql: str) -> dict[str, float]:
     return {item["metric"]["instance"]: float(item["value"][1]) for item in query(url, promql)}
 
 
+def storage_lag(stack: ShardedStack, tick: int) -> str | None:
+    """None once VictoriaMetrics holds every engine's page at ``tick``: its requests
+    (relabeled by vmagent) and its rejections (recorded by vmalert); else what differs."""
+    traffic, addresses, url = stack.fleet.traffic, stack.fleet.addresses, stack.victoria_metrics_url
+    requests = by_instance(url, 'gen_ai_server_requests_total{finish_reason="length"}')
+    errors = by_instance(url, 'gen_ai_server_request_errors_total{error_type="rejected"}')
+    wrong = [a for i, a in enumerate(addresses)
+             if requests.get(a) != traffic.requests(i, tick)
+             or errors.get(a) != traffic.rejections(i, tick)]
+    return f"{len(wrong)} engines differ, e.g. {wrong[:3]}" if wrong else None
+
+
 def wait_until(check: Callable[[], str | None], timeout: float) -> None:
     """Until ``check()`` returns None (no problem left); AssertionError with its last
     complaint after ``timeout`` seconds."""

@@ -25,6 +25,7 @@ from tests.exporters.sharded_stack import (
     by_instance,
     query,
     running_sharded_stack,
+    storage_lag,
     wait_until,
 )
 from tests.exporters.test_promconfig_prometheus import KNOWN
@@ -74,19 +75,8 @@ def test_victoria_metrics_holds_every_engines_schema_series(stack: ShardedStack)
     engines, equal the bridge's normalization of the same page."""
     tick = stack.fleet.freeze()
     try:
-        traffic, address = stack.fleet.traffic, stack.fleet.addresses
-        requests = {address[i]: float(traffic.requests(i, tick)) for i in range(NUM_ENGINES)}
-        rejected = {address[i]: float(traffic.rejections(i, tick)) for i in range(NUM_ENGINES)}
-        url = stack.victoria_metrics_url
-
-        def stored() -> str | None:
-            got = by_instance(url, 'gen_ai_server_requests_total{finish_reason="length"}')
-            errors = by_instance(url, 'gen_ai_server_request_errors_total{error_type="rejected"}')
-            wrong = {a for a in address
-                     if got.get(a) != requests[a] or errors.get(a) != rejected[a]}
-            return f"{len(wrong)} engines differ, e.g. {sorted(wrong)[:3]}" if wrong else None
-
-        wait_until(stored, 30)
+        address, url = stack.fleet.addresses, stack.victoria_metrics_url
+        wait_until(lambda: storage_lag(stack, tick), 30)
         expected = {}
         for index in (0, NUM_ENGINES // 2, NUM_ENGINES - 1):
             page = page_of(PAGE_NAME, stack.fleet.page(index, tick))
