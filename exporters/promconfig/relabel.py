@@ -28,8 +28,8 @@ LE_AS_FLOAT: Final[RelabelConfig] = {
 
 def metric_relabel_configs(plan: Plan) -> list[RelabelConfig]:
     # First, only the families some row reads: the rest of a page (about 40% of vLLM's) then
-    # leaves after one regex instead of passing every rule below (vmagent: 20% less CPU per
-    # sample, bench.scale_shards). The final keep still decides what is stored.
+    # leaves after one regex instead of passing every rule below (vmagent: about 20% less CPU
+    # per sample, docs/benchmarks.md). The final keep still decides what is stored.
     configs: list[RelabelConfig] = [{"action": "keep", "source_labels": ["__name__"],
                                      "regex": _read_regex(plan)}]
     for row in plan.relabel_rows:
