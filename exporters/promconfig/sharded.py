@@ -19,6 +19,7 @@ from exporters.promconfig.render import scrape_config_text
 VMAGENT: Final = "vmagent"
 VMALERT: Final = "vmalert"
 REMOTE_WRITE_PATH: Final = "/api/v1/write"
+FLUSH_INTERVAL: Final = "1s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +68,11 @@ def vmalert_argv(setup: ShardedSetup, rule_paths: Sequence[str],
     the write path itself), and sending alerts to Alertmanager. ``evaluation_interval``
     applies to groups without an interval of their own (the normalization rules)."""
     base = setup.victoria_metrics_url.rstrip("/")
+    # The SLO rules read the series the normalization rules recorded: flushed every 5 s by
+    # default, the newest seconds of each window would be missing from its errors.
     return [VMALERT, *(f"-rule={path}" for path in rule_paths), f"-datasource.url={base}",
             f"-remoteWrite.url={base}", f"-remoteRead.url={base}",
+            f"-remoteWrite.flushInterval={FLUSH_INTERVAL}",
             f"-notifier.url={setup.alertmanager_url}",
             f"-evaluationInterval={evaluation_interval}"]
 

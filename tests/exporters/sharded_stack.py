@@ -35,6 +35,7 @@ NUM_SHARDS: Final = 2
 INTERVAL_SECONDS: Final = 3
 JOB: Final = "vllm"
 SLO_NAME: Final = "fleet-availability"
+LONG_WINDOW_SECONDS: Final = 36
 # Every engine finishes 10 requests a second; the faulty one also rejects 50 a second, so the
 # fleet's error ratio is 50 / (500 * 10 + 50) ~ 1%: ten times the 0.1% budget, over both
 # windows of the one page condition (burn rate above 2). No fault, no errors, no page.
@@ -42,7 +43,8 @@ SLO: Final = {
     "name": SLO_NAME, "sli": {"kind": "availability", "errors": ["rejected"]},
     "objective": 0.999, "window": "1d",
     "alerting": {"ticket": False, "windows": [
-        {"severity": "page", "long_seconds": "36s", "short_seconds": "12s", "factor": 2}]},
+        {"severity": "page", "long_seconds": LONG_WINDOW_SECONDS, "short_seconds": 12,
+         "factor": 2}]},
 }
 
 

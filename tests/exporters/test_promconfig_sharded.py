@@ -43,7 +43,8 @@ def test_vmalert_reads_and_writes_victoria_metrics_and_alerts_to_alertmanager() 
     assert vmalert_argv(SETUP, ["a.yml", "b.yml"], "15s") == [
         "vmalert", "-rule=a.yml", "-rule=b.yml", "-datasource.url=http://vm:8428",
         "-remoteWrite.url=http://vm:8428", "-remoteRead.url=http://vm:8428",
-        "-notifier.url=http://am:9093", "-evaluationInterval=15s"]
+        "-remoteWrite.flushInterval=1s", "-notifier.url=http://am:9093",
+        "-evaluationInterval=15s"]
 
 
 @pytest.mark.parametrize(("shards", "vm", "shard"), [(0, "http://vm:8428", 0),

@@ -5,7 +5,6 @@ series are in storage with the page's values; one failing engine pages exactly o
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from tests.exporters.engine_fleet import PAGE_NAME
 from tests.exporters.promconfig_stack import differences, page_of
 from tests.exporters.sharded_stack import (
     INTERVAL_SECONDS,
+    LONG_WINDOW_SECONDS,
     NUM_SHARDS,
     SLO_NAME,
     ShardedStack,
@@ -94,18 +94,25 @@ def test_victoria_metrics_holds_every_engines_schema_series(stack: ShardedStack)
 def test_one_failing_engine_pages_exactly_once(stack: ShardedStack) -> None:
     assert stack.pages() == []
     stack.fleet.start_fault(FAULTY)
+    started = time.monotonic()
     wait_until(lambda: None if stack.pages() else "no page yet", 60)
-    # A few more evaluations: the alert stays one alert (resends are not new notices).
-    time.sleep(4 * INTERVAL_SECONDS)
+    # More evaluations, until the long window lies inside the fault: the alert stays one
+    # alert (resends are not new notices).
+    time.sleep(max(4 * INTERVAL_SECONDS, started + LONG_WINDOW_SECONDS + 2 * INTERVAL_SECONDS
+                   - time.monotonic()))
     (page,) = stack.pages()
     assert page.labels["severity"] == "page"
     assert float(page.annotations["burn_rate"]) > 2
     failing = query(stack.victoria_metrics_url,
                     f"increase(gen_ai_server_request_errors_total[{4 * INTERVAL_SECONDS}s]) > 0")
     assert [item["metric"]["instance"] for item in failing] == [stack.fleet.addresses[FAULTY]]
-    burn = query(stack.victoria_metrics_url,
-                 f'inferwatch_slo:error_ratio:ratio_rate12s{{slo="{SLO_NAME}"}}')
-    assert math.isclose(float(burn[0]["value"][1]), 50 / (NUM_ENGINES * 10 + 50), rel_tol=0.3)
+    # The long window's error ratio against the pages' 50 / (500 * 10 + 50): at most that, and
+    # not far under it (the recorded rejections trail the scraped requests by an evaluation
+    # or two of the normalization rules, more on a busy machine).
+    ratio = query(stack.victoria_metrics_url,
+                  f'inferwatch_slo:error_ratio:ratio_rate{LONG_WINDOW_SECONDS}s{{slo="{SLO_NAME}"}}')
+    expected = 50 / (NUM_ENGINES * 10 + 50)
+    assert 0.5 * expected < float(ratio[0]["value"][1]) < 1.1 * expected
 
 
 def _schema_series(url: str, instance: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
