@@ -13,7 +13,9 @@ A third run ("raw") is the same vmagent without the relabelings (every sample wr
 what normalization costs it. Targets per core = N / busy (cores), meaningful where the run
 kept its schedule (scrapes = due). "others" = cores used by every other process, the target
 server and VictoriaMetrics on core 1 included (the meter counts all but this process; the
-vmagent's own CPU is taken out).
+vmagent's own CPU is taken out). Then vmalert (core 0) evaluates the generated recording
+rules over what that vmagent wrote, every interval: its mean iteration time, missed
+iterations, its CPU and VictoriaMetrics' extra CPU (against a window without vmalert).
 
     python -m bench.scale_shards                   # 5 s interval, N 100,500,1000
     python -m bench.scale_shards --interval 15 --targets 500,2000 --json out.json
@@ -49,11 +51,14 @@ from bench.collector_scale import (
 )
 from bench.cpu_meter import OtherCpuMeter
 from bench.scale_targets import build_page
-from exporters.promconfig import engine_plan, scrape_job
+from exporters.promconfig import engine_plan, rules_text, scrape_job
 from exporters.sockets import free_port
 from monitor.stack.processes import find_binary
 
 _SAMPLES_RE = re.compile(r"^vm_promscrape_scraped_samples_(sum|count) (\S+)$", re.MULTILINE)
+_ITERATION_RE = re.compile(r"^vmalert_iteration_(duration_seconds_sum|duration_seconds_count|"
+                           r"missed_total)\{group=\"inferwatch-normalize-vllm\"[^}]*\} (\S+)$",
+                           re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,18 @@ class VmagentResult:
     busy_fraction: float
     cpu_s_per_1k_samples: float
     other_cores: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RulesResult:
+    """vmalert evaluating the generated vLLM rules over what the vmagent wrote."""
+
+    targets: int
+    iterations: int
+    missed: int
+    mean_iteration_s: float
+    vmalert_cpu_seconds: float
+    victoria_metrics_extra_cpu_seconds: float  # over the same window without vmalert
 
 
 def vmagent_config(n: int, settings: Settings, relabel: bool = True) -> dict[str, Any]:
@@ -109,15 +126,18 @@ def _scraped(url: str) -> dict[str, float]:
 
 
 def run_vmagent(n: int, settings: Settings, binaries: dict[str, str],
-                relabel: bool = True) -> VmagentResult:
+                relabel: bool = True) -> tuple[VmagentResult, RulesResult | None]:
+    """vmagent's figures; with ``relabel``, also vmalert's on the rules over what it wrote."""
     with tempfile.TemporaryDirectory(prefix="scale_shards_") as tmp:
         work = Path(tmp)
         config = vmagent_config(n, settings, relabel)
         (work / "vmagent.yml").write_text(yaml.safe_dump(config))
         vm_port, agent_port = free_port(), free_port()
+        # Samples visible at once (by default queries leave out the last 30 s: vmalert would
+        # find nothing of a vmagent started seconds ago).
         vm = _start([binaries["victoria-metrics"], f"-storageDataPath={work / 'vm'}",
-                     f"-httpListenAddr=127.0.0.1:{vm_port}"], SERVER_CORE, work / "vm.log",
-                    f"http://127.0.0.1:{vm_port}/health")
+                     f"-httpListenAddr=127.0.0.1:{vm_port}", "-search.latencyOffset=0s"],
+                    SERVER_CORE, work / "vm.log", f"http://127.0.0.1:{vm_port}/health")
         try:
             url = f"http://127.0.0.1:{agent_port}"
             agent = _start([binaries["vmagent"], f"-promscrape.config={work / 'vmagent.yml'}",
@@ -126,11 +146,51 @@ def run_vmagent(n: int, settings: Settings, binaries: dict[str, str],
                             f"-httpListenAddr=127.0.0.1:{agent_port}"], COLLECTOR_CORE,
                            work / "vmagent.log", f"{url}/health")
             try:
-                return _measure(agent, url, n, settings)
+                result = _measure(agent, url, n, settings)
+                rules = (_measure_rules(binaries["vmalert"], work, vm, vm_port, n, settings)
+                         if relabel else None)
+                return result, rules
             finally:
                 stop_process(agent)
         finally:
             stop_process(vm)
+
+
+def _measure_rules(binary: str, work: Path, vm: subprocess.Popen[bytes], vm_port: int, n: int,
+                   settings: Settings) -> RulesResult:
+    """VictoriaMetrics' CPU over a window, then vmalert's and VictoriaMetrics' with vmalert
+    evaluating the normalization rules every interval (pinned to core 0 beside vmagent)."""
+    vm_idle = process_cpu_seconds(vm.pid)
+    time.sleep(settings.window)
+    vm_idle = process_cpu_seconds(vm.pid) - vm_idle
+    (work / "rules.yml").write_text(rules_text(engine_plan("vllm")))
+    port, base = free_port(), f"http://127.0.0.1:{vm_port}"
+    url = f"http://127.0.0.1:{port}"
+    vmalert = _start([binary, f"-rule={work / 'rules.yml'}", f"-datasource.url={base}",
+                      f"-remoteWrite.url={base}", f"-httpListenAddr=127.0.0.1:{port}",
+                      f"-evaluationInterval={round(settings.interval * 1000)}ms"],
+                     COLLECTOR_CORE, work / "vmalert.log", f"{url}/health")
+    try:
+        time.sleep(2 * settings.interval)  # warm-up: the first evaluations
+        before, cpu, vm_cpu = (_iterations(url), process_cpu_seconds(vmalert.pid),
+                               process_cpu_seconds(vm.pid))
+        time.sleep(settings.window)
+        after = _iterations(url)
+        cpu, vm_cpu = (process_cpu_seconds(vmalert.pid) - cpu,
+                       process_cpu_seconds(vm.pid) - vm_cpu)
+    finally:
+        stop_process(vmalert)
+    count = after["duration_seconds_count"] - before["duration_seconds_count"]
+    seconds = after["duration_seconds_sum"] - before["duration_seconds_sum"]
+    return RulesResult(n, int(count), int(after["missed_total"] - before["missed_total"]),
+                       seconds / max(1.0, count), cpu, vm_cpu - vm_idle)
+
+
+def _iterations(url: str) -> dict[str, float]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = {kind: float(value) for kind, value in _ITERATION_RE.findall(text)}
+    return {kind: found.get(kind, 0.0) for kind in
+            ("duration_seconds_sum", "duration_seconds_count", "missed_total")}
 
 
 def _measure(agent: subprocess.Popen[bytes], url: str, n: int,
@@ -178,6 +238,15 @@ def report(runs: Sequence[Row]) -> list[dict[str, Any]]:
     return rows
 
 
+def report_rules(results: Sequence[RulesResult], settings: Settings) -> None:
+    print(f"{'N':>6} {'iterations':>10} {'missed':>6} {'mean_iter_s':>11} {'vmalert_busy':>12} "
+          f"{'vm_extra_busy':>13}")
+    for r in results:
+        print(f"{r.targets:>6} {r.iterations:>10} {r.missed:>6} {r.mean_iteration_s:>11.2f} "
+              f"{r.vmalert_cpu_seconds / settings.window:>12.2f} "
+              f"{r.victoria_metrics_extra_cpu_seconds / settings.window:>13.2f}", flush=True)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--interval", type=float, default=5.0)
@@ -190,11 +259,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    names = ("victoria-metrics", "vmagent")
+    names = ("victoria-metrics", "vmagent", "vmalert")
     found = {name: find_binary((name,)) for name in names}
     binaries = {name: path for name, path in found.items() if path is not None}
     if len(binaries) < len(names):
-        raise SystemExit("scale_shards: needs victoria-metrics and vmagent "
+        raise SystemExit("scale_shards: needs victoria-metrics, vmagent and vmalert "
                          "(apt-get install victoria-metrics)")
     page = build_page()
     settings = Settings(args.interval, min(5.0, args.interval / 2), args.window_intervals,
@@ -205,17 +274,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     server = start_server(settings.port)
     os.sched_setaffinity(0, {COLLECTOR_CORE})
     runs: list[Row] = []
+    rules: list[RulesResult] = []
     try:
         for n in (int(part) for part in args.targets.split(",")):
-            runs.append((run_ours(n, settings, server.pid or 0),
-                         run_vmagent(n, settings, binaries),
-                         run_vmagent(n, settings, binaries, relabel=False)))
+            ours = run_ours(n, settings, server.pid or 0)
+            theirs, rule_result = run_vmagent(n, settings, binaries)
+            raw, _ = run_vmagent(n, settings, binaries, relabel=False)
+            runs.append((ours, theirs, raw))
+            rules += [rule_result] if rule_result is not None else []
     finally:
         server.terminate()
         server.join(10)
     rows = report(runs)
+    report_rules(rules, settings)
     if args.json:
-        args.json.write_text(json.dumps({"settings": asdict(settings), "rows": rows}, indent=2))
+        args.json.write_text(json.dumps({"settings": asdict(settings), "rows": rows,
+                                         "rules": [asdict(r) for r in rules]}, indent=2))
 
 
 if __name__ == "__main__":
