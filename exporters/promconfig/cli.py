@@ -6,6 +6,9 @@
     prometheus --config.file=prometheus.yml
     inferwatch scrape-config --all                  # deploy/prometheus/<engine>-{scrape,rules}.yml
     inferwatch scrape-config --all --check          # CI: are the checked-in files current?
+    inferwatch scrape-config --engine vllm --targets ... --out vmagent.yml \\
+        --rules-out vllm-rules.yml --shards 2 --victoria-metrics http://vm:8428 \\
+        --alertmanager http://am:9093      # prints each vmagent shard's and vmalert's command
 
 What the configuration cannot reproduce of the bridge is a comment in each file and a list on
 stderr. Exit status 2: an unknown engine or unusable options.
@@ -20,10 +23,12 @@ from pathlib import Path
 from typing import Final
 
 from exporters.adapters.table import AdapterError, load_tables
-from exporters.promconfig.plan import Plan
+from exporters.promconfig.plan import Plan, PromConfigError
 from exporters.promconfig.render import engine_plan, rules_text, scrape_config_text
+from exporters.promconfig.sharded import ShardedSetup, commands_text, vmagent_config_text
 
 DEFAULT_DIR: Final = "deploy/prometheus"
+DEFAULT_SLO_RULES: Final = "alerts/inferwatch-slo.rules.yml"
 # Each engine's usual metrics port, for the checked-in examples (replace with your targets).
 DEFAULT_PORTS: Final = {"vllm": 8000, "sglang": 30000, "tgi": 8080, "llamacpp": 8080,
                         "triton": 8002, "dcgm": 9400, "inferwatch": 8000}
@@ -43,6 +48,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", default=DEFAULT_DIR, help="with --all: the output directory")
     p.add_argument("--check", action="store_true",
                    help="with --all: write nothing; exit 1 with a diff if files are not current")
+    shard = p.add_argument_group("sharded (vmagent cluster + VictoriaMetrics + vmalert)")
+    shard.add_argument("--shards", type=int, default=None,
+                       help="write the job for vmagent (no rule_files; needs --out and "
+                            "--rules-out files) and print the commands of this many vmagent "
+                            "shards and of vmalert")
+    shard.add_argument("--victoria-metrics", default="http://localhost:8428",
+                       help="VictoriaMetrics' URL: the shards write there, vmalert reads there")
+    shard.add_argument("--alertmanager", default="http://localhost:9093",
+                       help="where vmalert sends alerts")
+    shard.add_argument("--slo-rules", action="append", default=None,
+                       help=f"more rule files for vmalert (default: {DEFAULT_SLO_RULES})")
+    shard.add_argument("--evaluation-interval", default="1m",
+                       help="vmalert's interval for groups without their own")
 
 
 def generated_files(engines: list[str] | None = None) -> dict[str, str]:
@@ -77,10 +95,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch scrape-config: {exc}", file=sys.stderr)
         return 2
     targets = args.targets.split(",") if args.targets else _default_targets(args.engine)
+    if args.shards is not None:
+        return _run_sharded(args, plan, targets)
     rule_files = [_rule_file_entry(args.rules_out, args.out)] if args.rules_out else []
     if args.rules_out:
         write_output(args.rules_out, rules_text(plan))
     write_output(args.out, scrape_config_text(plan, args.job or args.engine, targets, rule_files))
+    _report_gaps(plan)
+    return 0
+
+
+def _run_sharded(args: argparse.Namespace, plan: Plan, targets: list[str]) -> int:
+    from monitor.generated import write_output
+
+    if args.out == "-" or not args.rules_out:
+        print("inferwatch scrape-config: --shards needs --out and --rules-out files (the "
+              "commands name them)", file=sys.stderr)
+        return 2
+    try:
+        setup = ShardedSetup(args.shards, args.victoria_metrics, args.alertmanager)
+    except PromConfigError as exc:
+        print(f"inferwatch scrape-config: {exc}", file=sys.stderr)
+        return 2
+    write_output(args.rules_out, rules_text(plan))
+    write_output(args.out, vmagent_config_text(plan, args.job or args.engine, targets))
+    rule_paths = [args.rules_out, *(args.slo_rules or [DEFAULT_SLO_RULES])]
+    sys.stdout.write(commands_text(setup, args.out, rule_paths, args.evaluation_interval))
     _report_gaps(plan)
     return 0
 

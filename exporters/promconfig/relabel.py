@@ -27,7 +27,11 @@ LE_AS_FLOAT: Final[RelabelConfig] = {
 
 
 def metric_relabel_configs(plan: Plan) -> list[RelabelConfig]:
-    configs: list[RelabelConfig] = []
+    # First, only the families some row reads: the rest of a page (about 40% of vLLM's) then
+    # leaves after one regex instead of passing every rule below (vmagent: about 20% less CPU
+    # per sample, docs/benchmarks.md). The final keep still decides what is stored.
+    configs: list[RelabelConfig] = [{"action": "keep", "source_labels": ["__name__"],
+                                     "regex": _read_regex(plan)}]
     for row in plan.relabel_rows:
         configs.extend(row_relabel_configs(row))
     if plan.raw_sources:
@@ -71,6 +75,14 @@ def _output_base(row: Row) -> str:
 def _source_regex(row: Row) -> str:
     source = re.escape(row.sources[0])
     return source + _SUFFIX_GROUP if row.target.type is MetricType.HISTOGRAM else source
+
+
+def _read_regex(plan: Plan) -> str:
+    """Regex of every page sample name the plan reads: relabel rows' sources, raw sources."""
+    parts = sorted({_source_regex(row) for row in plan.relabel_rows})
+    if plan.raw_sources:
+        parts.append(_sources_regex(plan.raw_sources))
+    return "|".join(parts)
 
 
 def _sources_regex(sources: tuple[tuple[str, bool], ...]) -> str:

@@ -37,7 +37,7 @@ def table(*rows: Row) -> EngineTable:
 def test_a_plain_counter_is_renamed_by_relabeling_keeping_total() -> None:
     configs = metric_relabel_configs(plan(table(row("gen_ai_server_generation_tokens",
                                                     "x_gen_total"))))
-    assert configs[0] == {"source_labels": ["__name__"], "regex": "x_gen_total",
+    assert configs[1] == {"source_labels": ["__name__"], "regex": "x_gen_total",
                           "target_label": "__name__",
                           "replacement": "gen_ai_server_generation_tokens_total"}
     assert configs[-1] == {"action": "keep", "source_labels": ["__name__"],
@@ -47,17 +47,26 @@ def test_a_plain_counter_is_renamed_by_relabeling_keeping_total() -> None:
 def test_a_histogram_is_renamed_suffix_by_suffix() -> None:
     configs = metric_relabel_configs(plan(table(row("gen_ai_server_request_duration_seconds",
                                                     "x_e2e"))))
-    assert configs[0]["regex"] == "x_e2e_(bucket|sum|count)"
-    assert configs[0]["replacement"] == "gen_ai_server_request_duration_seconds_${1}"
+    assert configs[1]["regex"] == "x_e2e_(bucket|sum|count)"
+    assert configs[1]["replacement"] == "gen_ai_server_request_duration_seconds_${1}"
 
 
 def test_match_selects_by_label_and_drops_it_from_the_output() -> None:
     configs = metric_relabel_configs(plan(table(
         row("gen_ai_server_requests_running", "x_req", match={"kind": "active"}))))
-    assert configs[0]["source_labels"] == ["__name__", "kind"]
-    assert configs[0]["regex"] == "x_req;active"
-    assert configs[1] == {"source_labels": ["__name__"], "regex": "gen_ai_server_requests_running",
+    assert configs[1]["source_labels"] == ["__name__", "kind"]
+    assert configs[1]["regex"] == "x_req;active"
+    assert configs[2] == {"source_labels": ["__name__"], "regex": "gen_ai_server_requests_running",
                           "target_label": "kind", "replacement": ""}
+
+
+def test_the_first_rule_keeps_only_the_families_some_row_reads() -> None:
+    configs = metric_relabel_configs(plan(table(
+        row("gen_ai_server_generation_tokens", "x_gen_total"),
+        row("gen_ai_server_request_duration_seconds", "x_e2e"),
+        row("gen_ai_server_kv_cache_usage_ratio", "x_pct", scale=0.01))))
+    assert configs[0] == {"action": "keep", "source_labels": ["__name__"],
+                          "regex": "x_e2e_(bucket|sum|count)|x_gen_total|x_pct"}
 
 
 def test_a_value_map_drops_unlisted_values_and_renames_the_label() -> None:
@@ -78,7 +87,7 @@ def test_scale_is_a_recording_rule_over_the_raw_series() -> None:
     [rule] = target_rules(engine.rule_targets["gen_ai_server_kv_cache_usage_ratio"])
     assert rule == {"record": "gen_ai_server_kv_cache_usage_ratio",
                     "expr": "(inferwatch_raw:x_pct) * 0.01"}
-    assert metric_relabel_configs(engine)[0]["replacement"] == "inferwatch_raw:${1}"
+    assert metric_relabel_configs(engine)[1]["replacement"] == "inferwatch_raw:${1}"
 
 
 def test_alternatives_are_or_in_file_order() -> None:
