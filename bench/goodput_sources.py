@@ -50,7 +50,7 @@ from bench.gateway_overhead import process
 from exporters import schema
 from exporters.sockets import free_port
 from monitor.loadgen.metrics import LatencySlo
-from monitor.loadgen.runner import Endpoint, Limits, RunResult, run_load
+from monitor.loadgen.runner import Endpoint, Limits, RequestRecord, RunResult, run_load
 from monitor.loadgen.workload import RequestSpec
 from monitor.slo.engine_buckets import VLLM_FAMILIES
 from monitor.store import open_store
@@ -181,6 +181,45 @@ def scraped_counter(page: str, name: str, **labels: str) -> float:
                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
 
 
+# --- client and gateway, request by request --------------------------------------------------
+def pair(result: RunResult, rows: list[RequestEventRow]
+         ) -> list[tuple[RequestRecord, RequestEventRow]]:
+    """Each client record with its event: the nearest arrival (both on the wall clock) with
+    the same output tokens (the script's n) and success, within 2 s (a starved gateway
+    reads a request late)."""
+    free = sorted(rows, key=lambda row: row.at)
+    pairs = []
+    for record in sorted(result.measured, key=lambda r: r.sent_at):
+        sent = result.wall_start + record.sent_at
+        candidates = [row for row in free if abs(row.at - sent) < 2.0
+                      and (row.outcome == "ok") == record.ok
+                      and (not record.ok or row.output_tokens == record.num_output_tokens)]
+        if candidates:
+            match = min(candidates, key=lambda row: abs(row.at - sent))
+            free.remove(match)
+            pairs.append((record, match))
+    return pairs
+
+
+def disagreements(pairs: list[tuple[RequestRecord, RequestEventRow]], slo: LatencySlo
+                  ) -> list[dict[str, Any]]:
+    """Requests the client and the gateway judged differently, with both sides' timings and
+    whether a target lies between them (the measurement gap explains the verdict)."""
+    found = []
+    for record, row in pairs:
+        if slo.met(record) == row.good:
+            continue
+        between = any(value is not None and other is not None and target is not None
+                      and min(value, other) <= target <= max(value, other)
+                      for value, other, target in ((record.ttft, row.ttft_seconds, slo.ttft),
+                                                   (record.tpot, row.tpot_seconds, slo.tpot)))
+        found.append({"client_ttft": record.ttft, "gateway_ttft": row.ttft_seconds,
+                      "client_tpot": record.tpot, "gateway_tpot": row.tpot_seconds,
+                      "client_good": slo.met(record), "gateway_good": row.good,
+                      "target_between": between})
+    return found
+
+
 # --- the run ---------------------------------------------------------------------------------
 def judge(args: argparse.Namespace, result: RunResult, rows: list[RequestEventRow],
           page: str) -> dict[str, Any]:
@@ -224,6 +263,8 @@ def judge(args: argparse.Namespace, result: RunResult, rows: list[RequestEventRo
         "gateway_good_counter": scraped_counter(page, schema.get_spec(
             schema.GATEWAY_GOOD_REQUESTS).exposed_name),
         "client_within_5ms_of_a_target": near,
+        "paired": len(pairs := pair(result, rows)),
+        "disagreements": disagreements(pairs, slo),
         "client_ttft_minus_script_ms": {
             "p50": float(np.percentile(skew, 50)) * 1000,
             "p99": float(np.percentile(skew, 99)) * 1000, "max": max(skew) * 1000},
@@ -280,6 +321,16 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"client TTFT minus the upstream's script: p50 {skew['p50']:.1f} ms, p99 "
           f"{skew['p99']:.1f} ms, max {skew['max']:.1f} ms (margin "
           f"{r['settings']['margin_ms']:g} ms)")
+    unexplained = [d for d in r["disagreements"] if not d["target_between"]]
+    print(f"request by request ({r['paired']} paired): {len(r['disagreements'])} judged "
+          f"differently, {len(unexplained)} of them with no target between the client's and "
+          f"the gateway's timing")
+    for d in r["disagreements"]:
+        print(f"  TTFT client {d['client_ttft'] * 1000:.1f} / gateway "
+              f"{d['gateway_ttft'] * 1000:.1f} ms, TPOT client {d['client_tpot'] * 1000:.1f} / "
+              f"gateway {d['gateway_tpot'] * 1000:.1f} ms: client "
+              f"{'good' if d['client_good'] else 'bad'}, gateway "
+              f"{'good' if d['gateway_good'] else 'bad'}")
     p99 = r["ttft_p99_seconds"]
     print(f"TTFT p99: events {p99['events'] * 1000:.1f} ms, client {p99['client'] * 1000:.1f} ms")
 
@@ -313,9 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
-    equal = result["client_good"] == result["events_good_verdict"] \
-        == result["events_good_rejudged"]
-    return 0 if equal else 1
+    # The definitions agree when every difference is a timing that straddles a target.
+    explained = all(d["target_between"] for d in result["disagreements"])
+    same_events = result["events_good_verdict"] == result["events_good_rejudged"]
+    return 0 if explained and same_events and result["paired"] == result["requests"] else 1
 
 
 if __name__ == "__main__":

@@ -50,5 +50,10 @@ def test_a_short_run_counts_the_same_good_requests_from_events_and_client(
     printed = capsys.readouterr().out
     assert "events stored 40" in printed and "histogram estimate, gateway buckets" in printed
     result = json.loads(out.read_text())
-    assert result["client_good"] == result["events_good_verdict"] == result["gateway_good_counter"]
-    assert 0 < result["client_good"] < result["requests"]
+    assert result["events_good_verdict"] == result["gateway_good_counter"]
+    assert 0 < result["events_good_verdict"] < result["requests"]
+    # Every request paired; any verdict that differs has a target between the client's and
+    # the gateway's timing (main returns 1 otherwise), and accounts for the counts' gap.
+    assert result["paired"] == 40
+    assert abs(result["client_good"] - result["events_good_verdict"]) \
+        <= len(result["disagreements"])
