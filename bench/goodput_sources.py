@@ -10,7 +10,8 @@ Side by side:
 - the event SLI: good requests among the stored events (the gateway's verdict, and judged
   again from the stored latencies against the same targets), and the gateway's good counter;
 - the load generator's own goodput count (``LatencySlo.met`` on its client-side timings):
-  must equal the event SLI exactly;
+  the same verdict as the event's on every request whose two timings fall on the same side of
+  each target (paired request by request; the exit status is 1 otherwise);
 - the best estimate from bucketed histograms: P(TTFT <= target) and P(TPOT <= target) read
   from the cumulative buckets with linear interpolation inside the bucket holding the target
   (histogram_quantile's assumption), times the successful requests (two histograms cannot say
