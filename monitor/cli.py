@@ -68,6 +68,9 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("gateway", "monitor.gateway.cli",
             "an OpenAI-compatible streaming proxy that measures and judges every request "
             "(TTFT, ITL, outcome by model, tenant, SLO class) on its own /metrics"),
+    Command("requests", "monitor.store.requests_cli",
+            "exact latency percentiles and goodput of the request events the gateway stored "
+            "(--store), over any window, per tenant, class or model, against any thresholds"),
     Command("export", "monitor.export_cli",
             "the API's SLOs, SLO history, targets, series, alerts or runs as CSV or Parquet"),
 )

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 
 from monitor.api.errors import install_error_handlers
-from monitor.api.routers import alerts, health, runs, slos, status, targets
+from monitor.api.routers import alerts, health, requests, runs, slos, status, targets
 from monitor.api.state import ServiceState
 
 DESCRIPTION = """\
@@ -23,7 +23,7 @@ def create_app(state: ServiceState) -> FastAPI:
     app = FastAPI(title="inferwatch", version="0.1.0", description=DESCRIPTION)
     app.state.service = state
     install_error_handlers(app)
-    for module in (health, slos, targets, alerts, runs, status):
+    for module in (health, slos, targets, alerts, requests, runs, status):
         app.include_router(module.router)
     # Imported here: the UI's routes import the API's dependencies, so a module-level import
     # would make `import monitor.ui` alone a circular import.

@@ -299,3 +299,25 @@ class HaStatusOut(BaseModel):
     active_replica_id: str | None = Field(description="the replica holding the lock now")
     leader_changes: int = Field(description="times this replica became active or stepped down")
     poll_seconds: float
+
+
+class RequestSummaryOut(BaseModel):
+    """Exact figures of the stored request events (one row per request the gateway judged)."""
+
+    num_requests: int
+    num_good: int = Field(description="by each event's verdict at the edge, or by the "
+                                      "thresholds the query gave")
+    goodput_ratio: float | None = Field(description="num_good / num_requests; null: none")
+    outcomes: dict[str, int]
+    latency: dict[str, dict[str, float]] = Field(
+        description="ttft, tpot, e2e -> p50, p90, p95, p99 in seconds, exact over the "
+                    "successful requests (linear interpolation, as the load generator)")
+
+
+class RequestsOut(BaseModel):
+    start: float
+    end: float
+    criteria: str = Field(description="what counted as good")
+    total: RequestSummaryOut
+    groups: dict[str, RequestSummaryOut] | None = Field(
+        description="one summary per value of group_by (null without it)")

@@ -6,16 +6,21 @@ import argparse
 import logging
 import os
 import secrets
+from functools import partial
 import sys
 from typing import Final
 
 import uvicorn
+from sqlalchemy.exc import SQLAlchemyError
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from exporters.sockets import bind_socket
 from monitor.gateway.config import GatewayConfig
 from monitor.gateway.judge import SloConfigError, load_slo_classes
 from monitor.gateway.proxy import Gateway
+from monitor.gateway.store_sink import StoreSink
+from monitor.store import Store, open_store
+from monitor.store.request_events import write_request_events
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="take the tenant from this header instead of the API key's hash")
     p.add_argument("--slo-classes", default=None,
                    help="YAML file of SLO classes (default: monitor/gateway/slo_classes.yaml)")
+    p.add_argument("--store", default=None, metavar="URL",
+                   help="also keep every request as an event in this store (sqlite:///path or "
+                        "postgresql+psycopg://...), for exact percentiles and goodput")
 
 
 def config_from_args(args: argparse.Namespace) -> GatewayConfig:
@@ -58,7 +66,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch gateway: {exc}", file=sys.stderr)
         return 2
     disable_created_metrics()  # type: ignore[no-untyped-call]
-    gateway = Gateway(config, CollectorRegistry())
+    registry = CollectorRegistry()
+    try:
+        store = _open_store(args.store)
+    except (ValueError, SQLAlchemyError) as exc:
+        print(f"inferwatch gateway: cannot open the store: {exc}", file=sys.stderr)
+        return 1
+    sink = None if store is None else StoreSink(
+        partial(write_request_events, store.engine), registry)
+    gateway = Gateway(config, registry, sinks=[] if sink is None else [sink])
+    try:
+        return _serve(args, gateway, sink)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _open_store(url: str | None) -> Store | None:
+    if url is None:
+        return None
+    store = open_store(url)
+    store.migrate()
+    return store
+
+
+def _serve(args: argparse.Namespace, gateway: Gateway, sink: StoreSink | None) -> int:
+    config = gateway.config
     try:
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
@@ -69,5 +102,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"gateway: http://{host}:{port} -> {config.upstream} (its own /metrics at "
           f"http://{host}:{port}/metrics)", flush=True)
     uv = uvicorn.Server(uvicorn.Config(gateway, log_level="warning", access_log=False))
-    uv.run(sockets=[sock])
+    if sink is not None:
+        sink.start()
+    try:
+        uv.run(sockets=[sock])
+    finally:
+        if sink is not None:
+            sink.close()
     return 0

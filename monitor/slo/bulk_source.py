@@ -20,6 +20,7 @@ from exporters import schema
 from monitor.slo.spec import (
     PRE_ENGINE_ERRORS,
     AvailabilitySli,
+    GoodputSli,
     LatencySli,
     RatioSli,
     Slo,
@@ -110,6 +111,8 @@ class _TargetReads:
             return self._availability(rows, answered, sli)
         if isinstance(sli, ThroughputSli):
             return self._throughput(rows, answered, sli)
+        if isinstance(sli, GoodputSli):
+            return None  # from the request events, not the targets' metrics: read per SLO
         return self._ratio(rows, answered, sli)
 
     def _counter(self, rows: list[int], answered: Bools, metric: str,

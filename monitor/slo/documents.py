@@ -21,9 +21,9 @@ from monitor.slo.durations import parse_duration
 
 Loc = tuple[str | int, ...]
 
-_SLI_KINDS: Final = ("latency", "availability", "throughput", "ratio")
+_SLI_KINDS: Final = ("latency", "availability", "throughput", "ratio", "goodput")
 _MODELS: Final = (spec.Slo, spec.LatencySli, spec.AvailabilitySli, spec.ThroughputSli,
-                  spec.RatioSli, spec.CounterQuery, spec.TimeWindow, spec.Selector,
+                  spec.RatioSli, spec.GoodputSli, spec.CounterQuery, spec.TimeWindow, spec.Selector,
                   spec.Alerting, spec.ExplicitWindow)
 _MODEL_KEYS: Final = sorted({name for model in _MODELS for name in model.model_fields})
 

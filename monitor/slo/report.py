@@ -60,6 +60,7 @@ from monitor.slo.steps import SliSource, StepArrays, WarningSource, read_arrays
 from monitor.slo.spec import (
     AvailabilitySli,
     Budgeting,
+    GoodputSli,
     LatencySli,
     RatioSli,
     Slo,
@@ -365,6 +366,8 @@ def describe_sli(slo: Slo) -> str:
         line = f"requests not failing with {', '.join(sli.errors)}"
     elif isinstance(sli, ThroughputSli):
         line = f"{sli.metric.replace('_', ' ')} at least {sli.min_per_second:g}/s"
+    elif isinstance(sli, GoodputSli):
+        line = sli.describe()
     else:
         line = _describe_ratio(sli)
     if slo.timeslice_seconds is None:

@@ -38,10 +38,12 @@ from monitor.slo.spec import (
     AvailabilitySli,
     Budgeting,
     CounterQuery,
+    GoodputSli,
     LatencySli,
     RatioSli,
     Slo,
     ThroughputSli,
+    prometheus_slos,
 )
 from monitor.slo.windows import (
     NO_DATA_ALERT,
@@ -158,6 +160,9 @@ def sli_queries(slo: Slo, target_label: str = "job") -> SliQueries:
         counters = tuple(SeriesSelector(schema.get_spec(c).exposed_name, base)
                          for c in sli.counters)
         return SliQueries((), (), tuple(Term(c) for c in counters), counters)
+    if isinstance(sli, GoodputSli):
+        raise ValueError(f"SLO {slo.name}: a goodput SLI is read from stored request events, "
+                         "which Prometheus does not have; the monitor evaluates it")
     return _ratio(sli, base)
 
 
@@ -387,6 +392,8 @@ def describe_sli(slo: Slo) -> str:
         return f"requests not failing with {', '.join(sorted(sli.errors))}"
     if isinstance(sli, ThroughputSli):
         return f"slices with {sli.metric} at least {sli.min_per_second:g}/s"
+    if isinstance(sli, GoodputSli):
+        return sli.describe()
     if sli.good is not None:
         return f"{_query_text(sli.good)} among {_query_text(sli.total)}"
     assert sli.bad is not None
@@ -517,6 +524,7 @@ def generate_rules(slos: Sequence[Slo], *, interval_seconds: float = 60,
     """One Prometheus rule file for ``slos`` (ordered by name), deterministic to the byte."""
     if not interval_seconds > 0 or math.isinf(interval_seconds):
         raise ValueError(f"interval must be a positive duration, got {interval_seconds}")
+    slos = prometheus_slos(slos)  # goodput SLIs: from request events, not in Prometheus
     lines = [f"# {line}" for line in _header(interval_seconds, target_label)]
     lines.append("groups:")
     for slo in sorted(slos, key=lambda s: s.name):
@@ -526,3 +534,4 @@ def generate_rules(slos: Sequence[Slo], *, interval_seconds: float = 60,
     if not slos:
         lines[-1] = "groups: []"
     return "\n".join(lines) + "\n"
+

@@ -27,9 +27,11 @@ import numpy.typing as npt
 
 from exporters import schema
 from monitor.slo.bulk_source import bucket_bound, read_many
+from monitor.slo.event_source import goodput_steps
 from monitor.slo.spec import (
     PRE_ENGINE_ERRORS,
     AvailabilitySli,
+    GoodputSli,
     LatencySli,
     RatioSli,
     Slo,
@@ -83,6 +85,8 @@ class StoreSliSource:
             return self._availability(selector, sli, start, end, step)
         if isinstance(sli, ThroughputSli):
             return self._throughput(selector, sli, start, end, step)
+        if isinstance(sli, GoodputSli):
+            return goodput_steps(self.store, sli, _step_ends(start, end, step), start)
         return self._ratio(selector, sli, start, end, step)
 
     def _counter(self, selector: Selector, metric: str, start: float, end: float,

@@ -16,11 +16,17 @@ SLI kinds, over the normalized ``gen_ai_server_*`` schema:
 - ``throughput``: tokens per second at least ``min_per_second``; only meaningful per
   timeslice, so it requires ``Timeslices`` budgeting.
 - ``ratio``: any two counters (``good`` or ``bad``, and ``total``) with label matchers.
+- ``goodput``: requests from the gateway's stored events (``inferwatch gateway --store``), good
+  when they succeeded and met every target given (TTFT, TPOT, E2E: any value, no bucket edges;
+  one target alone is a latency SLI off the edges); with none, the gateway's own verdict.
+  The monitor evaluates it from the store; Prometheus has no events, so the rule generators
+  leave it out (``prometheus_slos``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
@@ -158,7 +164,40 @@ class RatioSli(_Model):
         return self
 
 
-Sli = Annotated[LatencySli | AvailabilitySli | ThroughputSli | RatioSli,
+class GoodputSli(_Model):
+    kind: Literal["goodput"] = "goodput"
+    ttft_seconds: float | None = Field(default=None, gt=0)
+    tpot_seconds: float | None = Field(default=None, gt=0)
+    e2e_seconds: float | None = Field(default=None, gt=0)
+    # Which events: exact values of the gateway's labels (tenant: its hash or header value).
+    model: str | None = None
+    tenant: str | None = None
+    slo_class: str | None = None
+
+    @field_validator("ttft_seconds", "tpot_seconds", "e2e_seconds", mode="before")
+    @classmethod
+    def _target(cls, value: object) -> float | None:
+        return None if value is None else _duration(value)
+
+    def describe(self) -> str:
+        """What it counts, in words."""
+        targets = [f"{name} <= {format_duration(value)}" for name, value in
+                   (("TTFT", self.ttft_seconds), ("TPOT", self.tpot_seconds),
+                    ("E2E", self.e2e_seconds)) if value is not None]
+        which = "".join(f" {k}={v}" for k, v in (("model", self.model), ("tenant", self.tenant),
+                                                 ("slo_class", self.slo_class)) if v is not None)
+        judged = ("succeeding with " + " and ".join(targets)) if targets \
+            else "good by the gateway's verdict"
+        return f"requests (stored events{which}) {judged}"
+
+    @property
+    def judged_at_the_gateway(self) -> bool:
+        """No target given: the verdict stored with each event counts."""
+        return self.ttft_seconds is None and self.tpot_seconds is None \
+            and self.e2e_seconds is None
+
+
+Sli = Annotated[LatencySli | AvailabilitySli | ThroughputSli | RatioSli | GoodputSli,
                 Field(discriminator="kind")]
 
 
@@ -336,6 +375,16 @@ class Slo(_Model):
         return self
 
     @property
+    def from_events(self) -> bool:
+        """Read from the stored request events, not from metrics (no Prometheus rules)."""
+        return isinstance(self.sli, GoodputSli)
+
+    @property
     def error_budget(self) -> float:
         """The fraction of events (or slices) allowed to be bad."""
         return 1.0 - self.objective
+
+
+def prometheus_slos(slos: Sequence[Slo]) -> list[Slo]:
+    """The SLOs Prometheus rules can express: all but those read from request events."""
+    return [slo for slo in slos if not slo.from_events]

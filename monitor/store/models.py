@@ -36,6 +36,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     Double,
     ForeignKey,
@@ -244,3 +245,34 @@ class AlertEvent(Base):
     value: Mapped[float | None] = mapped_column(Double)
     labels: Mapped[dict[str, str]] = mapped_column(JSON)
     annotations: Mapped[dict[str, str]] = mapped_column(JSON)
+
+
+class RequestEventRecord(Base):
+    """One request judged by the gateway (``monitor/gateway``), kept for exact percentiles
+    and goodput over any window. ``at`` is the arrival, unix seconds. Latencies are seconds,
+    NULL where the request had none (no token: no TTFT; fewer than two tokens: no TPOT).
+    ``tenant`` is the gateway's raw identity (a salted hash of the API key, or the tenant
+    header's value), before the cardinality budget: an event row is no metric series.
+    ``engine_*`` come from vLLM's per-request ``metrics`` object where the engine sends one."""
+
+    __tablename__ = "request_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Double, index=True)
+    model: Mapped[str] = mapped_column(String(200))
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    slo_class: Mapped[str] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(16))
+    status: Mapped[int] = mapped_column(Integer)
+    good: Mapped[bool] = mapped_column(Boolean)
+    ttft_seconds: Mapped[float | None] = mapped_column(Double)
+    first_content_seconds: Mapped[float | None] = mapped_column(Double)
+    tpot_seconds: Mapped[float | None] = mapped_column(Double)
+    max_itl_seconds: Mapped[float | None] = mapped_column(Double)
+    e2e_seconds: Mapped[float | None] = mapped_column(Double)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    target_ttft_seconds: Mapped[float | None] = mapped_column(Double)  # the class's targets
+    target_itl_seconds: Mapped[float | None] = mapped_column(Double)
+    engine_queue_seconds: Mapped[float | None] = mapped_column(Double)
+    engine_ttft_seconds: Mapped[float | None] = mapped_column(Double)

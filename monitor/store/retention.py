@@ -9,6 +9,7 @@ from sqlalchemy import Connection, Engine, delete, select
 
 from monitor.store.alert_events import prune_events
 from monitor.store.models import RAW_RESOLUTION, Interval, Series, Target
+from monitor.store.request_events import prune_request_events
 from monitor.store.reads import load_watermarks
 from monitor.store.writes import VALUE_TABLES, write_transaction
 
@@ -49,6 +50,9 @@ def apply_retention(engine: Engine, now: float, policy: RetentionPolicy) -> dict
     Alert history (``alert_events``) is kept as long as the hour rollups (``hour_seconds``,
     400 days by default), the longest-kept data: every range whose SLI can still be read
     has its alerts too. Events at or before ``now - hour_seconds`` are deleted here.
+
+    Request events (``request_events``, one row per request: the bulkiest table) are kept
+    as long as the 1-minute rollups (``minute_seconds``, 30 days by default).
     """
     with write_transaction(engine) as conn:
         watermarks = load_watermarks(conn)
@@ -57,6 +61,7 @@ def apply_retention(engine: Engine, now: float, policy: RetentionPolicy) -> dict
                                                       watermarks))
                    for resolution, coarser in _ROLLED_INTO.items()}
         prune_events(conn, now - policy.hour_seconds)
+        prune_request_events(conn, now - policy.minute_seconds)
         return deleted
 
 

@@ -31,3 +31,9 @@ def test_a_classes_file_replaces_the_packaged_one(tmp_path: Path):
                                                  "--slo-classes", str(path)]))
     assert config.slo_classes.default == "chat"
     assert config.slo_classes.classes["chat"].ttft_seconds == 0.25
+
+
+def test_a_store_it_cannot_open_exits_1_before_listening(capsys: pytest.CaptureFixture[str]):
+    assert main(["gateway", "--upstream", "http://127.0.0.1:8000",
+                 "--store", "mysql://u@h/db"]) == 1
+    assert capsys.readouterr().err.startswith("inferwatch gateway: cannot open the store: ")

@@ -28,7 +28,7 @@ def test_migrating_again_changes_nothing(store: Store) -> None:
     store.migrate()
     with store.engine.connect() as conn:
         assert sorted(inspect(conn).get_table_names()) == tables_before
-        assert conn.scalars(text("SELECT version_num FROM alembic_version")).all() == ["0004"]
+        assert conn.scalars(text("SELECT version_num FROM alembic_version")).all() == ["0005"]
 
 
 def test_a_store_reopened_on_the_same_database_sees_what_was_written(
