@@ -114,7 +114,9 @@ class OursResult:
 
 
 @dataclass(frozen=True, slots=True)
-class PromResult:
+class ScraperResult:
+    """What a scraping engine (Prometheus, vmagent) cost over the measured window."""
+
     targets: int
     scrapes: int
     expected_scrapes: int
@@ -284,7 +286,7 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 
 
 def measure_prometheus(process: subprocess.Popen[bytes], url: str, n: int,
-                       settings: Settings) -> PromResult:
+                       settings: Settings) -> ScraperResult:
     time.sleep(PROM_DISCOVERY_SECONDS + settings.interval)  # warm-up: targets found, scraped
     start, cpu, meter = time.time(), process_cpu_seconds(process.pid), OtherCpuMeter()
     time.sleep(settings.window)
@@ -294,11 +296,11 @@ def measure_prometheus(process: subprocess.Popen[bytes], url: str, n: int,
     span = _ms(end - start)
     scrapes = query_scalar(url, f"sum(count_over_time(scrape_samples_scraped[{span}]))", end)
     samples = query_scalar(url, f"sum(sum_over_time(scrape_samples_scraped[{span}]))", end)
-    return PromResult(n, int(scrapes), n * settings.window_intervals, int(samples), cpu,
+    return ScraperResult(n, int(scrapes), n * settings.window_intervals, int(samples), cpu,
                       cpu / (end - start), 1000 * cpu / max(1.0, samples), others)
 
 
-def run_prometheus(n: int, settings: Settings) -> PromResult:
+def run_prometheus(n: int, settings: Settings) -> ScraperResult:
     workdir = Path(tempfile.mkdtemp(prefix="collector_scale_prom_"))
     try:
         process, url = start_prometheus(workdir, n, settings)
@@ -334,7 +336,7 @@ OURS_HEADER = (f"{'N':>6} {'scrapes/expected':>15} {'min':>4} {'down':>5} {'samp
                f"{'server':>6} {'others':>9} {'ok':>4}")
 
 
-def print_prometheus(result: PromResult, ours: OursResult | None) -> None:
+def print_prometheus(result: ScraperResult, ours: OursResult | None) -> None:
     ratio = (f"{ours.cpu_s_per_1k_samples / result.cpu_s_per_1k_samples:.2f}"
              if ours is not None and result.cpu_s_per_1k_samples > 0 else "n/a")
     print(f"{result.targets:>6} {result.scrapes:>7}/{result.expected_scrapes:<7} "
@@ -360,10 +362,10 @@ def run_all_ours(counts: Sequence[int], settings: Settings, server_pid: int) -> 
 
 
 def run_all_prometheus(counts: Sequence[int], settings: Settings,
-                       ours: Sequence[OursResult]) -> list[PromResult]:
+                       ours: Sequence[OursResult]) -> list[ScraperResult]:
     by_n = {result.targets: result for result in ours}
     print(PROM_HEADER, flush=True)
-    results: list[PromResult] = []
+    results: list[ScraperResult] = []
     for n in counts:
         results.append(run_prometheus(n, settings))
         print_prometheus(results[-1], by_n.get(n))
@@ -386,7 +388,7 @@ def describe(settings: Settings, families: int) -> None:
           flush=True)
 
 
-def summary(ours: Sequence[OursResult], prom: Sequence[PromResult]) -> dict[str, Any]:
+def summary(ours: Sequence[OursResult], prom: Sequence[ScraperResult]) -> dict[str, Any]:
     good = [r.targets for r in ours if r.on_schedule]
     by_n = {r.targets: r for r in ours}
     ratios = {str(p.targets): by_n[p.targets].cpu_s_per_1k_samples / p.cpu_s_per_1k_samples

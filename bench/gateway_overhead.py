@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from bench.asgi import read_body
 from bench.cpu_meter import BUSY_WARNING_CORES, OtherCpuMeter
 from exporters.sockets import free_port
 
@@ -46,12 +47,7 @@ def upstream_app(first_seconds: float, num_chunks: int, interval_seconds: float)
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/event-stream")]})
         await asyncio.sleep(first_seconds)

@@ -47,6 +47,7 @@ import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.asgi import read_body
 from bench.gateway_overhead import process
 from exporters import schema
 from exporters.sockets import free_port
@@ -74,12 +75,7 @@ def upstream_app() -> Any:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         ttft, gap, n, fail = _script(body)
         if fail:
             await send({"type": "http.response.start", "status": 500,

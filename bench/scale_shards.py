@@ -43,6 +43,7 @@ from bench.collector_scale import (
     PROM_DISCOVERY_SECONDS,
     SERVER_CORE,
     OursResult,
+    ScraperResult,
     Settings,
     process_cpu_seconds,
     run_ours,
@@ -59,18 +60,6 @@ _SAMPLES_RE = re.compile(r"^vm_promscrape_scraped_samples_(sum|count) (\S+)$", r
 _ITERATION_RE = re.compile(r"^vmalert_iteration_(duration_seconds_sum|duration_seconds_count|"
                            r"missed_total)\{group=\"inferwatch-normalize-vllm\"[^}]*\} (\S+)$",
                            re.MULTILINE)
-
-
-@dataclass(frozen=True, slots=True)
-class VmagentResult:
-    targets: int
-    scrapes: int
-    expected_scrapes: int
-    samples: int
-    cpu_seconds: float
-    busy_fraction: float
-    cpu_s_per_1k_samples: float
-    other_cores: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +115,7 @@ def _scraped(url: str) -> dict[str, float]:
 
 
 def run_vmagent(n: int, settings: Settings, binaries: dict[str, str],
-                relabel: bool = True) -> tuple[VmagentResult, RulesResult | None]:
+                relabel: bool = True) -> tuple[ScraperResult, RulesResult | None]:
     """vmagent's figures; with ``relabel``, also vmalert's on the rules over what it wrote."""
     with tempfile.TemporaryDirectory(prefix="scale_shards_") as tmp:
         work = Path(tmp)
@@ -194,7 +183,7 @@ def _iterations(url: str) -> dict[str, float]:
 
 
 def _measure(agent: subprocess.Popen[bytes], url: str, n: int,
-             settings: Settings) -> VmagentResult:
+             settings: Settings) -> ScraperResult:
     time.sleep(PROM_DISCOVERY_SECONDS + settings.interval)  # warm-up: every target scraped
     before, cpu, meter, start = (_scraped(url), process_cpu_seconds(agent.pid), OtherCpuMeter(),
                                  time.time())
@@ -205,7 +194,7 @@ def _measure(agent: subprocess.Popen[bytes], url: str, n: int,
     samples = int(after["sum"] - before["sum"])
     # The meter counts every process but this one: vmagent's own CPU is not "others".
     others = None if others is None else max(0.0, others - cpu / wall)
-    return VmagentResult(n, scrapes, n * settings.window_intervals, samples, cpu, cpu / wall,
+    return ScraperResult(n, scrapes, n * settings.window_intervals, samples, cpu, cpu / wall,
                          1000 * cpu / max(1, samples), others)
 
 
@@ -213,7 +202,7 @@ def _per_core(targets: int, busy: float) -> float:
     return targets / busy if busy > 0 else float("inf")
 
 
-Row = tuple[OursResult, VmagentResult, VmagentResult]
+Row = tuple[OursResult, ScraperResult, ScraperResult]
 
 
 def report(runs: Sequence[Row]) -> list[dict[str, Any]]:
@@ -221,7 +210,7 @@ def report(runs: Sequence[Row]) -> list[dict[str, Any]]:
     print(f"{'N':>6} {'who':>9} {'scrapes/due':>13} {'samples':>9} {'cpu_s':>6} {'busy':>5} "
           f"{'cpu_s/1k':>9} {'targets/core':>12} {'samples/s/core':>14} {'others':>6}")
     for our, their, raw in runs:
-        results: tuple[tuple[str, OursResult | VmagentResult], ...] = (
+        results: tuple[tuple[str, OursResult | ScraperResult], ...] = (
             ("collector", our), ("vmagent", their), ("raw", raw))
         for who, r in results:
             per_core = _per_core(r.targets, r.busy_fraction)
