@@ -10,7 +10,9 @@ alert book, fails the runs a dead active left ``running``, starts a collector (e
 first scrape is FIRST: the time between the old active's last snapshot and the new one's
 first is missing data, never invented) and the evaluation loop, and sends every announced alert
 at once (Alertmanager deduplicates identical ones: no page lost, none repeated). On stepping
-down it stops them and drops the snapshots it still queued.
+down it stops evaluating and drops its undelivered alerts at once; its collector scrapes on
+while it HOLDS (the database away, leader.py), and what it queued is written once the
+database answers (the store's overlap guard refuses what a new active also covers).
 
 The API is uvicorn on a socket bound before start (port 0 picks a free one). Signals are the
 service's, not uvicorn's: SIGINT/SIGTERM set one stop event, and everything winds down from it
@@ -253,7 +255,7 @@ class MonitorService:
         """Follow the active: its alert book every poll, SLO statuses read-only every
         evaluation interval."""
         self.recorder.active = self._collecting is not None
-        next_evaluation = 0.0
+        next_evaluation, unreadable = 0.0, False
         while not done.is_set():
             if self._collecting is not None and not self.replica.holding:
                 # The database answered and another replica holds the lock: what was scraped
@@ -269,7 +271,14 @@ class MonitorService:
             try:
                 await asyncio.to_thread(self._follow_active, now, evaluate)
             except Exception:  # the store may be away: the next poll tries again
-                logger.warning("standby: cannot read the store", exc_info=True)
+                # Once per outage at WARNING, not every poll.
+                logger.log(logging.DEBUG if unreadable else logging.WARNING,
+                           "standby: cannot read the store", exc_info=True)
+                unreadable = True
+            else:
+                if unreadable:
+                    logger.warning("standby: the store answers again")
+                unreadable = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), self.replica.poll_seconds)
 
