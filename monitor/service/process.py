@@ -95,6 +95,7 @@ class MonitorService:
         self.alerting: AlertingLoop = evaluation_loop(watcher.config, store, slos,
                                                     lambda: self.watcher.config)
         self.alerting.on_round = self.metrics.observe_round
+        self.alerting.book.may_save = lambda: self.replica.role is Role.ACTIVE
         self.metrics.registry.register(SloCollector(self.alerting))
         if self.alerting.headroom is not None:
             self.metrics.registry.register(HeadroomCollector(self.alerting.headroom))
