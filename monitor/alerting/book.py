@@ -93,6 +93,9 @@ class AlertBook:
         self._alerts: dict[str, Alert] = {}
         self._changed: set[str] = set()  # fingerprints to send at once and to persist
         self._events: list[AlertEventRow] = []  # history to append at the next save
+        # Replicas: whether this one may still write (the active); asked at each save, so
+        # that a round finishing just after a step-down does not overwrite the new active's.
+        self.may_save: Callable[[], bool] = lambda: True
         if store is not None:
             self._load(store)
 
@@ -190,7 +193,7 @@ class AlertBook:
             logger.info("restored %d alerts from the store", len(self._alerts))
 
     def _save(self) -> None:
-        if self.store is None or not self._changed:
+        if self.store is None or not self._changed or not self.may_save():
             self._changed.clear()
             self._events.clear()  # no store, no history
             return

@@ -128,6 +128,7 @@ class AlertDelivery:
         self._rng = rng or random.Random()
         self._closing = False
         self._closed = False
+        self._abandoned = False
 
     # --- the caller's side ---
 
@@ -138,6 +139,8 @@ class AlertDelivery:
         delivery delayed by an outage does not move its start. An alert whose ``ends_at`` is
         not in the future is a resolve.
         """
+        if self._abandoned:
+            return
         if self._closing:
             raise RuntimeError("AlertDelivery.submit() after aclose()")
         now = datetime.now(UTC)
@@ -215,6 +218,17 @@ class AlertDelivery:
             logger.error("closing with %d alerts undelivered (%s); e.g. %s", lost,
                          self.last_error, labels)
         return lost
+
+    def abandon(self) -> int:
+        """Send nothing more, not even what is pending (a replica that lost its leadership:
+        the new active announces every alert again); later submits are ignored. Returns the
+        number of alerts dropped. ``aclose()`` still closes the clients."""
+        dropped = self.pending_count
+        self._abandoned = self._closing = True
+        for target in self.targets:
+            target._pending.clear()
+            target._wake.set()
+        return dropped
 
     async def _run_target(self, target: DeliveryTarget) -> None:
         while not self._closing:

@@ -298,6 +298,8 @@ class HaStatusOut(BaseModel):
     since: float = Field(description="when this replica took its role (Unix seconds)")
     active_replica_id: str | None = Field(description="the replica holding the lock now")
     leader_changes: int = Field(description="times this replica became active or stepped down")
+    holding: bool = Field(False, description="lost its lock to a database error and scraping "
+                                             "on into its buffer until the database answers")
     poll_seconds: float
 
 

@@ -5,8 +5,11 @@ The collector calls the recorder on its event loop; the recorder only queues the
 rolls up and applies retention every minute, riding out database outages with the
 BufferedWriter's bound and backoff.
 
-Of several replicas on one store only the active writes (monitor/service/leader.py): while
-``active`` is False the recorder takes no snapshots and runs no rollup or retention.
+Of several replicas on one store only the active scrapes (monitor/service/leader.py): while
+``active`` is False the recorder takes no snapshots and runs no rollup or retention. What it
+queued as active is written even after it steps down (``step_down(keep=True)``: an active that
+lost the database keeps what it scraped through the outage); the store's overlap guard refuses
+any snapshot a new active has already covered.
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ class StoreRecorder:
         if self.active:
             self.writer.submit(snapshot)
 
-    def step_down(self) -> int:
-        """Stop writing: drop what is queued (it could overlap what the new active scrapes);
-        returns how many snapshots were dropped."""
+    def step_down(self, *, keep: bool = False) -> int:
+        """Take no more snapshots; unless ``keep``, drop what is queued (the new active scrapes
+        those moments itself). Returns how many snapshots were dropped."""
         self.active = False
-        return self.writer.discard()
+        return 0 if keep else self.writer.discard()
 
     def register_targets(self, config: MonitorConfig) -> None:
         """Record each target's URL, engine and labels (snapshots name targets only)."""
@@ -70,10 +73,8 @@ class StoreRecorder:
     def _run(self) -> None:
         next_maintenance = time.monotonic() + self._maintenance_seconds
         while not self._stop.wait(self._flush_seconds):
-            if not self.active:
-                continue
-            self.writer.flush()
-            if time.monotonic() >= next_maintenance:
+            self.writer.flush()  # also what a replica that stepped down kept
+            if self.active and time.monotonic() >= next_maintenance:
                 next_maintenance = time.monotonic() + self._maintenance_seconds
                 self._maintain()
 

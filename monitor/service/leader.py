@@ -9,6 +9,12 @@ one poll. The active checks its connection every poll (``SELECT 1``); when the c
 steps down at once, reconnects and competes again, since it can no longer know whether the lock
 is still its own.
 
+An active that lost its lock connection to a database error is HOLDING until the database
+answers again: it sends nothing and writes nothing, but its collector scrapes on into its
+in-memory buffer. While the database is away no replica can take the lock or write, so those
+snapshots are the only record of the outage; they are written once it returns, whichever
+replica wins the lock (the store's overlap guard refuses any a new active also covers).
+
 The lock connection is named ``inferwatch:<replica id>`` (its ``application_name``), so any
 replica finds the active's id in ``pg_locks`` joined with ``pg_stat_activity``, with nothing
 written: a dead replica's name disappears with its session.
@@ -75,6 +81,7 @@ class Replica(Protocol):
     since: float
     became_active: asyncio.Event
     became_standby: asyncio.Event
+    holding: bool
 
     @property
     def role(self) -> Role: ...
@@ -99,6 +106,7 @@ class _Events:
         self.became_active = asyncio.Event()   # set while active
         self.became_standby = asyncio.Event()  # set while standby
         self.became_standby.set()
+        self.holding = False  # see the module's doc
         self._role = Role.STANDBY
         self._on_change = on_change
 
@@ -180,12 +188,16 @@ class Leadership(_Events):
                 except TimeoutError:
                     held, error = False, "the lock connection did not answer"
                 if error is not None:
+                    self.holding = self.holding or active
                     self._lost(error)
-                elif held:
-                    self._set(Role.ACTIVE)
+                else:  # the database answered: the outage, if any, is over
+                    self.holding = False
+                    if held:
+                        self._set(Role.ACTIVE)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.poll_seconds)
         finally:
+            self.holding = False
             self._set(Role.STANDBY)
             await asyncio.to_thread(self.close)
 

@@ -10,7 +10,9 @@ alert book, fails the runs a dead active left ``running``, starts a collector (e
 first scrape is FIRST: the time between the old active's last snapshot and the new one's
 first is missing data, never invented) and the evaluation loop, and sends every announced alert
 at once (Alertmanager deduplicates identical ones: no page lost, none repeated). On stepping
-down it stops them and drops the snapshots it still queued.
+down it stops evaluating and drops its undelivered alerts at once; its collector scrapes on
+while it HOLDS (the database away, leader.py), and what it queued is written once the
+database answers (the store's overlap guard refuses what a new active also covers).
 
 The API is uvicorn on a socket bound before start (port 0 picks a free one). Signals are the
 service's, not uvicorn's: SIGINT/SIGTERM set one stop event, and everything winds down from it
@@ -93,6 +95,7 @@ class MonitorService:
         self.alerting: AlertingLoop = evaluation_loop(watcher.config, store, slos,
                                                     lambda: self.watcher.config)
         self.alerting.on_round = self.metrics.observe_round
+        self.alerting.book.may_save = lambda: self.replica.role is Role.ACTIVE
         self.metrics.registry.register(SloCollector(self.alerting))
         if self.alerting.headroom is not None:
             self.metrics.registry.register(HeadroomCollector(self.alerting.headroom))
@@ -101,11 +104,14 @@ class MonitorService:
         self.replica: Replica = replica_for(
             store.engine.url.render_as_string(hide_password=False),
             replica_id=config.ha.replica_id, poll_seconds=config.ha.poll_seconds,
-            on_change=lambda role: self.metrics.observe_role(role.value))
+            on_change=self._role_changed)
         self.metrics.observe_role(self.replica.role.value, changed=False)
         store.overlaps.on_reject = self.metrics.observe_rejected
         self._alertmanager_urls = config.alerting.alertmanager_urls  # read at start only
         self._taken_over = False  # the active's start (below) is done: runs may start
+        # The collector and the event that stops it; it outlives a term ended by a lost
+        # database (the replica is then HOLDING, monitor/service/leader.py).
+        self._collecting: tuple[asyncio.Event, asyncio.Task[None]] | None = None
         self._terms = 0  # times this replica became active
         self.runs = RunManager(store.engine, refuse=self._refuse_runs)
         self.live = LiveConfig(watcher, self.alerting, self.recorder, slo_files=slo_files,
@@ -115,6 +121,16 @@ class MonitorService:
                                   self.scrapes, self.runs, self.alerting, settings.token,
                                   reloader=self.reloader, replica=self.replica)
         self.app = create_app(self.state)
+
+    def _role_changed(self, role: Role) -> None:
+        self.metrics.observe_role(role.value)
+        if role is Role.STANDBY and self.alerting.delivery is not None:
+            # Called as the lock is found lost, on the event loop: no alert is sent from now
+            # on, not even the queued ones (the new active announces them all again).
+            dropped = self.alerting.delivery.abandon()
+            if dropped:
+                logger.warning("stepped down: %d undelivered alerts left to the new active",
+                               dropped)
 
     def reload_in_background(self, trigger: str) -> None:
         """Start a reload (SIGHUP); its outcome is logged, on the API and on /metrics."""
@@ -181,22 +197,49 @@ class MonitorService:
         if self._terms and self._alertmanager_urls:  # the last term's closed with its loop
             self.alerting.delivery = AlertDelivery(self._alertmanager_urls)
         self._terms += 1
+        self._start_collecting()  # or go on with the one that scraped through an outage
+        try:
+            await self.alerting.run(done)
+        finally:
+            self._taken_over = False
+            await self.runs.aclose()
+            if stop.is_set() or not self.replica.holding:
+                await self._stop_collecting(keep=stop.is_set())
+            else:
+                logger.warning("lost the database: scraping on into the buffer (%d queued) "
+                               "until it answers", self.recorder.writer.num_buffered)
+
+    def _start_collecting(self) -> None:
+        if self._collecting is not None:
+            return
+        done = asyncio.Event()
         collector = self.live.collector = Collector(self.watcher.config, self.scrapes)
+        self._collecting = done, asyncio.create_task(self._collect(collector, done))
+
+    async def _collect(self, collector: Collector, done: asyncio.Event) -> None:
         try:
             await asyncio.gather(
                 collector.run(done),
                 follow_config(self.watcher, collector, done,
-                              on_change=self.recorder.register_targets),
-                self.alerting.run(done))
+                              on_change=self.recorder.register_targets))
         finally:
-            self._taken_over = False
-            self.live.collector = None
             await collector.aclose()
-            await self.runs.aclose()
-            if not stop.is_set():  # stepped down; at shutdown the caller flushes the queue
-                dropped = self.recorder.step_down()
-                logger.warning("stepped down: collector, evaluation and runs stopped; %d "
-                               "queued snapshots dropped", dropped)
+
+    async def _stop_collecting(self, *, keep: bool) -> None:
+        """Stop the collector; ``keep`` its queued snapshots (written when the database
+        answers) or drop them (a step-down with the database up: the new active scrapes)."""
+        if self._collecting is not None:
+            done, task = self._collecting
+            self._collecting = None
+            done.set()
+            try:
+                await task
+            finally:
+                self.live.collector = None
+        dropped = self.recorder.step_down(keep=keep)
+        if dropped:
+            logger.warning("stepped down: collector, evaluation and runs stopped; %d queued "
+                           "snapshots dropped", dropped)
 
     def _take_over(self) -> None:
         """What a replica does as it becomes active (blocking): it trusts only the store."""
@@ -212,9 +255,16 @@ class MonitorService:
     async def _standby(self, done: asyncio.Event) -> None:
         """Follow the active: its alert book every poll, SLO statuses read-only every
         evaluation interval."""
-        self.recorder.active = False
-        next_evaluation = 0.0
+        self.recorder.active = self._collecting is not None
+        next_evaluation, unreadable = 0.0, False
         while not done.is_set():
+            if self._collecting is not None and not self.replica.holding:
+                # The database answered and another replica holds the lock: what was scraped
+                # through the outage is written (the overlap guard refuses what it covers).
+                await self._stop_collecting(keep=True)
+                logger.warning("the database is back and another replica is active; %d "
+                               "snapshots of the outage to write",
+                               self.recorder.writer.num_buffered)
             now = time.time()
             evaluate = now >= next_evaluation
             if evaluate:
@@ -222,7 +272,14 @@ class MonitorService:
             try:
                 await asyncio.to_thread(self._follow_active, now, evaluate)
             except Exception:  # the store may be away: the next poll tries again
-                logger.warning("standby: cannot read the store", exc_info=True)
+                # Once per outage at WARNING, not every poll.
+                logger.log(logging.DEBUG if unreadable else logging.WARNING,
+                           "standby: cannot read the store", exc_info=True)
+                unreadable = True
+            else:
+                if unreadable:
+                    logger.warning("standby: the store answers again")
+                unreadable = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), self.replica.poll_seconds)
 

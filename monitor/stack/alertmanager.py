@@ -31,8 +31,9 @@ def webhook_config(webhook_url: str, *, group_wait: str = "1s",
 
 
 def start_alertmanager(binary: str, workdir: Path, config: dict[str, Any], *,
-                       timeout: float = 20.0) -> Service:
-    """Alertmanager with ``config`` on a free loopback port; returns once /-/ready answers."""
+                       timeout: float = 20.0, port: int | None = None) -> Service:
+    """Alertmanager with ``config`` on a free loopback port (or ``port``: a restart where its
+    clients expect it); returns once /-/ready answers."""
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "alertmanager.yml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -41,4 +42,4 @@ def start_alertmanager(binary: str, workdir: Path, config: dict[str, Any], *,
         binary, f"--config.file={config_path}", f"--storage.path={workdir / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
         f"--web.external-url={url}", "--log.level=warn"],
-        log_path=workdir / "alertmanager.log", timeout=timeout)
+        log_path=workdir / "alertmanager.log", timeout=timeout, port=port)

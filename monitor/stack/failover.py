@@ -123,6 +123,7 @@ class FailoverStack:
     _cleanup: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _load_stop: threading.Event = field(default_factory=threading.Event)
     _load_on: threading.Event = field(default_factory=threading.Event)
+    _alertmanager_config: dict[str, Any] | None = None
 
     # --- start and stop ---
 
@@ -142,8 +143,9 @@ class FailoverStack:
         # within a trial (repeat_interval 4h): every notification is a change.
         config = alertmanager.webhook_config(self.receiver.webhook_url, group_wait="1s",
                                              group_interval="2s")
+        self._alertmanager_config = config
         self.alertmanager = alertmanager.start_alertmanager(binary, self.workdir / "am", config)
-        self._cleanup.callback(self.alertmanager.stop)
+        self._cleanup.callback(self._stop_alertmanager)
         (self.workdir / "slos.yaml").write_text(yaml.safe_dump(_SLOS, sort_keys=False))
         thread = threading.Thread(target=self._load, name="failover-load", daemon=True)
         thread.start()
@@ -244,6 +246,13 @@ class FailoverStack:
             time.sleep(0.05)
         raise ScenarioError(f"no active replica after {timeout:g} s")
 
+    def alerts(self, replica: Replica) -> list[dict[str, Any]]:
+        """The replica's alert book as its API serves it."""
+        resp = httpx.get(f"{replica.url}/api/v1/alerts", timeout=5.0)
+        resp.raise_for_status()
+        items: list[dict[str, Any]] = resp.json()["items"]
+        return items
+
     def page_notices(self) -> list[Notice]:
         """Every notification of the SLO's page, as Alertmanager sent them."""
         return [n for n in list(self.receiver.notifications)
@@ -266,40 +275,69 @@ class FailoverStack:
             say(f"[{time.monotonic() - started:5.1f} s] {what}")
 
         before_page, before_other = len(self.page_notices()), len(self.other_notices())
-        self._fault("error_rate", 1.0)
-        self._load_on.set()
-        note("load on, fault injected: every request fails")
-        self._wait(lambda: any(n.status == "firing" for n in self.page_notices()[before_page:]),
-                   page_timeout, "the page was not notified")
-        note("page notified")
+        self.start_incident(page_timeout=page_timeout)
+        note("load on, fault injected: every request fails; page notified")
         victim = self.active()
         standby = next(r for r in self.replicas if r is not victim)
         assert victim.service is not None
         os.kill(victim.service.child.pid, signal.SIGKILL)
         killed = time.monotonic()
-        self._wait(lambda: (self.status(standby) or {}).get("role") == "active", 30.0,
+        self.wait_until(lambda: (self.status(standby) or {}).get("role") == "active", 30.0,
                    f"{standby.replica_id} did not become active")
         failover = time.monotonic() - killed
         note(f"{victim.replica_id} killed; {standby.replica_id} active after {failover:.2f} s")
         victim.service.stop()  # reaps it
-        # Clear just after a minute starts, a few rounds of the new active later (see above).
+        firing, resolved, others = self.resolve(before_page, before_other, note,
+                                                resolve_timeout)
+        trial = Trial(failover, victim.replica_id, firing, resolved, others)
+        note(f"resolve notified; {trial}")
+        self.start_replica(victim)
+        return trial
+
+    def resolve(self, before_page: int, before_other: int, note: Callable[[str], None],
+                resolve_timeout: float = 120.0) -> tuple[int, int, int]:
+        """Clear the fault, wait for the resolve; the page's firing and resolved notifications
+        since ``before_page`` and the other notifications since ``before_other``."""
+        # Clear just after a minute starts, a few rounds of the active later (see above).
         wait = 60.0 - time.time() % 60.0 + 1.0
         time.sleep(wait if wait > 5.0 else wait + 60.0)
         self._clear_faults()
         note("fault cleared")
-        self._wait(lambda: any(n.status == "resolved"
+        self.wait_until(lambda: any(n.status == "resolved"
                                for n in self.page_notices()[before_page:]),
                    resolve_timeout, "the resolve was not notified")
         self._load_on.clear()
         time.sleep(3.0)  # a duplicate would come within Alertmanager's group_interval
         notices = self.page_notices()[before_page:]
-        trial = Trial(failover, victim.replica_id,
-                      sum(n.status == "firing" for n in notices),
-                      sum(n.status == "resolved" for n in notices),
-                      len(self.other_notices()) - before_other)
-        note(f"resolve notified; {trial}")
-        self.start_replica(victim)
-        return trial
+        return (sum(n.status == "firing" for n in notices),
+                sum(n.status == "resolved" for n in notices),
+                len(self.other_notices()) - before_other)
+
+    def start_incident(self, page: bool = True, page_timeout: float = 60.0) -> None:
+        """Load on, every request failing; waits for the page's notification if ``page``."""
+        before = len(self.page_notices())
+        self._fault("error_rate", 1.0)
+        self._load_on.set()
+        if page:
+            self.wait_until(lambda: any(n.status == "firing" for n in self.page_notices()[before:]),
+                       page_timeout, "the page was not notified")
+
+    def stop_alertmanager(self) -> None:
+        assert self.alertmanager is not None
+        self.alertmanager.stop()
+
+    def _stop_alertmanager(self) -> None:  # the one running now (it may have been restarted)
+        if self.alertmanager is not None:
+            self.alertmanager.stop()
+
+    def restart_alertmanager(self) -> None:
+        """Alertmanager again on its port and storage, as a restarted one would be."""
+        assert self.alertmanager is not None and self._alertmanager_config is not None
+        binary = alertmanager.alertmanager_binary()
+        assert binary is not None
+        port = int(self.alertmanager.url.rsplit(":", 1)[1])
+        self.alertmanager = alertmanager.start_alertmanager(
+            binary, self.workdir / "am", self._alertmanager_config, port=port)
 
     def _fault(self, kind: str, value: float) -> None:
         assert self.reference is not None
@@ -314,7 +352,7 @@ class FailoverStack:
                      headers={"Authorization": f"Bearer {self.admin_token}"}
                      ).raise_for_status()
 
-    def _wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+    def wait_until(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:

@@ -217,9 +217,10 @@ def start_on_free_port(start: Callable[[int], Service], attempts: int = 3) -> Se
 
 
 def start_http_service(name: str, argv: Callable[[str, int], Sequence[str]], *,
-                       log_path: Path, timeout: float, ready_path: str = "/-/ready") -> Service:
-    """A child serving HTTP on a free loopback port: ``argv(url, port)`` starts it; returns
-    once ``ready_path`` answers (the child is stopped if it never does)."""
+                       log_path: Path, timeout: float, ready_path: str = "/-/ready",
+                       port: int | None = None) -> Service:
+    """A child serving HTTP on a free loopback port (or ``port``): ``argv(url, port)`` starts
+    it; returns once ``ready_path`` answers (the child is stopped if it never does)."""
     def start(port: int) -> Service:
         url = f"http://127.0.0.1:{port}"
         child = start_child(name, argv(url, port), log_path=log_path)
@@ -230,4 +231,4 @@ def start_http_service(name: str, argv: Callable[[str, int], Sequence[str]], *,
             raise
         return Service(name, url, child)
 
-    return start_on_free_port(start)
+    return start(port) if port is not None else start_on_free_port(start)

@@ -82,4 +82,5 @@ def ha_status(state: StateDep) -> HaStatusOut:
     return HaStatusOut(replica_id=replica.replica_id, role=replica.role.value,
                        elected=replica.elected, since=replica.since,
                        active_replica_id=replica.active_replica(),
-                       leader_changes=replica.changes, poll_seconds=replica.poll_seconds)
+                       leader_changes=replica.changes, poll_seconds=replica.poll_seconds,
+                       holding=replica.holding)

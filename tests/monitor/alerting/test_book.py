@@ -78,3 +78,13 @@ def test_a_restart_keeps_firing_alerts_and_does_not_announce_them_anew(store: St
     assert [(s.labels["slo"], s.resolved) for s in restarted.due(45)] == [("other", True)]
     (resent,) = restarted.due(61)
     assert (resent.labels["slo"], resent.starts_at) == ("chat", 0)
+
+
+def test_a_book_that_may_no_longer_save_writes_nothing(store: Store) -> None:
+    """A replica that stepped down while a round was running: the round's changes are not
+    saved over what the new active decides."""
+    book = AlertBook(store, resend_seconds=60)
+    book.may_save = lambda: False
+    book.update(0, [cond(True)])
+    assert [a.state for a in book.alerts()] == [AlertState.FIRING]  # in memory only
+    assert AlertBook(store).alerts() == []

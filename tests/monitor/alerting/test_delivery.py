@@ -209,6 +209,22 @@ def test_close_delivers_what_is_pending(shared_am: RunningAlertmanager) -> None:
 
 
 @pytest.mark.integration
+def test_an_abandoned_delivery_sends_nothing_more(shared_am: RunningAlertmanager) -> None:
+    """A replica that lost its leadership: what is pending is dropped, later rounds ignored."""
+    async def scenario() -> None:
+        delivery = fast_delivery(shared_am.url)
+        pending, late = AmAlert({"alertname": "Abandoned"}), AmAlert({"alertname": "Late"})
+        delivery.submit([pending])
+        assert delivery.abandon() == 1
+        delivery.submit([late])  # an evaluation round that finished after the step-down
+        assert delivery.pending_count == 0
+        assert await delivery.aclose() == 0
+        assert await listed(shared_am.url, "alertname=~Abandoned|Late") == {}
+
+    run(scenario)
+
+
+@pytest.mark.integration
 def test_ha_pair_each_alertmanager_gets_every_alert(shared_am: RunningAlertmanager,
                                                     tmp_path: Path) -> None:
     port = free_port()

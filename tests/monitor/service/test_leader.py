@@ -12,6 +12,8 @@ import pytest
 from monitor.collect.config import ConfigError, parse_config
 from monitor.service.leader import Leadership, Role, SingleReplica, replica_for
 from monitor.service.reload import restart_required
+from monitor.stack.postgres import PostgresUnavailable, PrivatePostgres
+from tests.integration import unavailable
 from tests.monitor.store.databases import Database
 
 POLL = 0.2
@@ -115,3 +117,34 @@ def test_the_ha_section_is_read_and_applies_at_the_next_start() -> None:
     assert "ha" in restart_required(old, new)
     with pytest.raises(ConfigError, match="ha.poll_seconds"):
         parse_config("ha: {poll_seconds: 0}\n", "inferwatch.yaml")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_an_active_that_loses_the_database_holds_until_it_answers() -> None:
+    """PostgreSQL stopped under the replicas: the active steps down and HOLDS (its collector
+    scrapes on into its buffer) while nobody can hold the lock; once the server is back, one
+    replica is active again and neither holds."""
+    try:
+        server = PrivatePostgres().start()
+    except PostgresUnavailable as exc:
+        unavailable(str(exc))
+
+    async def scenario(replicas: dict[str, Leadership], _: dict[str, asyncio.Event]) -> None:
+        await _until(lambda: len(_active(replicas)) == 1, 5.0)
+        (active,) = _active(replicas)
+        standby = next(n for n in replicas if n != active)
+        await asyncio.to_thread(server.stop_server)
+        await _until(lambda: replicas[active].role is Role.STANDBY, POLL + MARGIN)
+        await asyncio.sleep(5 * POLL)  # several failed polls: it holds on, the other never did
+        assert replicas[active].holding and not replicas[standby].holding
+        assert _active(replicas) == []
+        await asyncio.to_thread(server.start_server)
+        await _until(lambda: len(_active(replicas)) == 1, 5.0 + MARGIN)
+        await _until(lambda: not replicas[active].holding, POLL + MARGIN)
+        assert not replicas[standby].holding
+
+    try:
+        asyncio.run(_with_two(server.url, scenario))
+    finally:
+        server.close()

@@ -14,6 +14,8 @@ import httpx
 import pytest
 import yaml
 
+from exporters.sockets import free_port
+from monitor.alerting.alertmanager import AmAlert
 from monitor.collect.config import ConfigWatcher
 from monitor.service.leader import Role
 from monitor.service.process import MonitorService, ServeSettings
@@ -25,13 +27,18 @@ TOKEN = "a-token-of-16-chars-or-more"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _service(tmp_path: Path, url: str, replica_id: str) -> MonitorService:
+POLL_SECONDS = 0.2
+
+
+def _service(tmp_path: Path, url: str, replica_id: str,
+             alertmanager_urls: list[str] | None = None) -> MonitorService:
     config = tmp_path / f"{replica_id}.yaml"
     config.write_text(yaml.safe_dump({
         "store": {"url": url}, "targets": [],
-        "alerting": {"evaluation_interval_seconds": 0.5},
+        "alerting": {"evaluation_interval_seconds": 0.5,
+                     "alertmanager_urls": alertmanager_urls or []},
         "anomaly": {"enabled": False},
-        "ha": {"poll_seconds": 0.2, "replica_id": replica_id}}), encoding="utf-8")
+        "ha": {"poll_seconds": POLL_SECONDS, "replica_id": replica_id}}), encoding="utf-8")
     store = open_store(url)
     store.migrate()
     return MonitorService(ConfigWatcher(config), [], store, ServeSettings(port=0, token=TOKEN))
@@ -146,5 +153,40 @@ def test_an_active_cut_from_its_lock_steps_down_and_serves_on_as_a_standby(
             assert ha["active_replica_id"] == standby.replica.replica_id
             assert (await http.get(f"{url}/readyz")).status_code == 200
             assert standby.live.collector is not None and standby.recorder.active
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_an_active_cut_from_its_lock_sends_nothing_after_its_next_poll(
+        postgres: Database, tmp_path: Path) -> None:
+    """The split-brain window: once its lock check fails (within a poll), the old active drops
+    its undelivered alerts and ignores its last rounds; the new active announces them all."""
+    down = [f"http://127.0.0.1:{free_port()}"]  # nothing listens: alerts stay pending
+    a, b = (_service(tmp_path, postgres.url, name, down) for name in ("replica-a", "replica-b"))
+
+    async def scenario() -> None:
+        async with _running(a), _running(b):
+            await _until(lambda: Role.ACTIVE in (a.replica.role, b.replica.role))
+            active, standby = (a, b) if a.replica.role is Role.ACTIVE else (b, a)
+            await _until(lambda: active.live.collector is not None)
+            condition = AlertCondition({"alertname": "Test", "slo": "x"}, {}, True, 0.0, 1.0)
+            await asyncio.to_thread(active.alerting.book.update, time.time(), [condition])
+            delivery = active.alerting.delivery
+            assert delivery is not None
+            await _until(lambda: delivery.pending_count > 0)
+            await asyncio.to_thread(
+                postgres.admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE application_name = 'inferwatch:{active.replica.replica_id}'")
+            await _until(lambda: active.replica.role is Role.STANDBY, POLL_SECONDS + 0.3)
+            assert delivery.pending_count == 0
+            delivery.submit([AmAlert({"alertname": "Late"})])  # a round still in flight
+            assert delivery.pending_count == 0
+            await _until(lambda: standby.replica.role is Role.ACTIVE, 5.0)
+            # The new active sends every announced alert again.
+            assert standby.alerting.delivery is not None
+            await _until(lambda: standby.alerting.delivery is not None
+                         and standby.alerting.delivery.pending_count > 0)
 
     asyncio.run(scenario())
