@@ -3,7 +3,8 @@ into deploy/kubernetes/ (the monitor's kustomize base, deploy/kubernetes/monitor
 by hand and mounts the SLO files copied here).
 
     inferwatch kubernetes                     # deploy/kubernetes/engines/<engine>-*.yaml,
-                                              #   inferwatch-slo-rules.yaml, monitor/slos/
+                                              #   inferwatch-slo-rules.yaml,
+                                              #   inferwatch-anomaly-rules.yaml, monitor/slos/
     inferwatch kubernetes --check             # CI: are the checked-in files current?
     inferwatch kubernetes --release prom      # the label your Prometheus selects: release=prom
 

@@ -30,6 +30,7 @@ from monitor.slo.spec import Slo
 DEFAULT_RELEASE: Final = "kube-prometheus-stack"
 ENGINES_DIR: Final = "engines"
 SLO_RULES_FILE: Final = "kube-prometheus-stack/inferwatch-slo-rules.yaml"
+ANOMALY_RULES_FILE: Final = "kube-prometheus-stack/inferwatch-anomaly-rules.yaml"
 MONITOR_SLOS_DIR: Final = "monitor/slos"
 SLO_SUFFIXES: Final = (".yaml", ".yml")
 
@@ -77,6 +78,18 @@ def slo_rule_file(slos: Sequence[Slo], sources: Sequence[str], release: str, *,
                      header)
 
 
+def anomaly_rule_file(release: str) -> str:
+    """The rules of ``inferwatch rules anomaly`` as one PrometheusRule."""
+    from monitor.anomaly.promql_rules import generate_anomaly_rules
+
+    text = generate_anomaly_rules()
+    groups: list[Mapping[str, Any]] = yaml.safe_load(text)["groups"]
+    header = text[:text.index("\ngroups:")].splitlines()[1:]
+    return _document(prometheus_rule("inferwatch-anomaly", groups, {"release": release}),
+                     "monitor/anomaly (params.py, features.py): anomaly recording and alerting "
+                     "rules", header)
+
+
 def slo_copies(slo_paths: Sequence[Path]) -> dict[str, str]:
     """The SLO files the monitor's base mounts, byte for byte."""
     return {f"{MONITOR_SLOS_DIR}/{path.name}": path.read_text(encoding="utf-8")
@@ -99,6 +112,7 @@ def generated_files(slos: Sequence[Slo], slos_source: Path, *,
     paths = slo_paths(slos_source)
     files[SLO_RULES_FILE] = slo_rule_file(slos, [p.name for p in paths], release,
                                           interval_seconds=interval_seconds)
+    files[ANOMALY_RULES_FILE] = anomaly_rule_file(release)
     files.update(slo_copies(paths))
     return files
 

@@ -6,6 +6,8 @@
     inferwatch rules windows --period 7d       # the burn-rate windows a 7-day SLO gets
     promtool check rules alerts/inferwatch-slo.rules.yml
     promtool test rules alerts/tests/inferwatch-slo.test.yml
+    inferwatch rules anomaly                   # deploy/prometheus/inferwatch-anomaly-rules.yml
+    inferwatch rules anomaly --check           # (the anomaly detectors PromQL can express)
 
 The files are generated, checked in, and reviewed like code; `--check` exits 1 with a diff
 when they differ from what the specs generate. Exit status 2: specs or options unusable.
@@ -25,6 +27,7 @@ from monitor.slo.durations import parse_duration
 from monitor.slo.spec import Slo
 
 RULES_FILE: Final = "inferwatch-slo.rules.yml"
+ANOMALY_RULES_FILE: Final = "inferwatch-anomaly-rules.yml"
 TEST_FILE: Final = "tests/inferwatch-slo.test.yml"
 
 
@@ -40,6 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="the label an SLO's selector.target matches")
     gen.add_argument("--check", action="store_true",
                      help="write nothing; exit 1 with a diff if the files are not current")
+    anomaly = actions.add_parser("anomaly", help="recording and alerting rules for the anomaly "
+                                                 "detectors PromQL can express (stderr: those "
+                                                 "it cannot)")
+    anomaly.add_argument("--out", default="deploy/prometheus",
+                         help=f"directory for {ANOMALY_RULES_FILE}")
+    anomaly.add_argument("--check", action="store_true",
+                         help="write nothing; exit 1 with a diff if the file is not current")
     win = actions.add_parser("windows", help="print the burn-rate windows of a period, with "
                                              "detection and reset times")
     win.add_argument("--period", required=True, help="the SLO period: 1d, 7d, 28d, 30d, 90d")
@@ -72,6 +82,8 @@ def generated_files(slos: Sequence[Slo], *, interval_seconds: float = 60.0,
 def run(args: argparse.Namespace) -> int:
     if args.rules_action == "windows":
         return _print_windows(args)
+    if args.rules_action == "anomaly":
+        return _anomaly(args)
     return _generate(args)
 
 
@@ -111,3 +123,15 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def _anomaly(args: argparse.Namespace) -> int:
+    from monitor.anomaly.promql_rules import NOT_EXPRESSED, generate_anomaly_rules
+
+    for what, why in NOT_EXPRESSED:
+        print(f"inferwatch rules anomaly: not expressed: {what}: {why}", file=sys.stderr)
+    files = {ANOMALY_RULES_FILE: generate_anomaly_rules()}
+    if args.check:
+        return check_generated(Path(args.out), files, "inferwatch rules anomaly")
+    write_generated(Path(args.out), files)
+    return 0

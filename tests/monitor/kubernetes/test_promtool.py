@@ -20,9 +20,10 @@ MONITORS = sorted((REPO / "deploy" / "kubernetes" / "engines").glob("*monitor.ya
 SNAKE = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
 
 
-def test_there_is_a_rule_object_per_engine_and_one_for_the_slos() -> None:
+def test_there_is_a_rule_object_per_engine_one_for_the_slos_and_one_for_anomalies() -> None:
     names = {p.name for p in PROMETHEUS_RULES}
-    assert {"vllm-rules.yaml", "triton-rules.yaml", "inferwatch-slo-rules.yaml"} <= names
+    assert {"vllm-rules.yaml", "triton-rules.yaml", "inferwatch-slo-rules.yaml",
+            "inferwatch-anomaly-rules.yaml"} <= names
 
 
 @pytest.mark.integration
