@@ -31,12 +31,13 @@ from bench.collector_scale import (
     COLLECTOR_CORE,
     PROM_DISCOVERY_SECONDS,
     SERVER_CORE,
+    ScraperResult,
     Settings,
     process_cpu_seconds,
     start_server,
     stop_process,
 )
-from bench.scale_shards import VmagentResult, _start, run_vmagent, vmagent_config
+from bench.scale_shards import _start, run_vmagent, vmagent_config
 from bench.scale_targets import build_page
 from exporters.sockets import free_port
 from monitor.stack.processes import find_binary
@@ -65,7 +66,7 @@ def _check_scraped(url: str, n: int, samples_per_page: int) -> None:
         raise RuntimeError("prometheus did not scrape every page whole")
 
 
-def run_prometheus(n: int, settings: Settings, binary: str) -> VmagentResult:
+def run_prometheus(n: int, settings: Settings, binary: str) -> ScraperResult:
     """Prometheus' figures, in vmagent's result type (the same columns)."""
     with tempfile.TemporaryDirectory(prefix="scale_prometheus_") as tmp:
         work = Path(tmp)
@@ -85,7 +86,7 @@ def run_prometheus(n: int, settings: Settings, binary: str) -> VmagentResult:
         finally:
             stop_process(prometheus)
     samples = scrapes * settings.samples_per_page
-    return VmagentResult(n, scrapes, n * settings.window_intervals, samples, cpu, cpu / wall,
+    return ScraperResult(n, scrapes, n * settings.window_intervals, samples, cpu, cpu / wall,
                          1000 * cpu / max(1, samples), None)
 
 
