@@ -1,4 +1,6 @@
-"""One live vLLM for the live-engine tests of a session (it takes a minute or more to start)."""
+"""One live vLLM for the live-engine tests (it takes a minute or more to start), stopped once
+they are done: package scope, so it does not hold its memory and threads through the rest of
+the session's timing-sensitive tests."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from tests.live.vllm_server import RunningVllm, running_vllm
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def vllm() -> Iterator[RunningVllm]:
     with running_vllm() as server:
         yield server
