@@ -166,9 +166,10 @@ _USAGE = (b'data: {"id":"cmpl-1","object":"text_completion","created":1,"model":
 
 class _ChunkedSse(asyncio.Protocol):
     """vLLM's answer, as uvicorn writes it: chunked encoding, one write per SSE event, the
-    token events ``gap`` s apart (so each is a network read of its own)."""
+    first token ``ttft`` s after the request, the others ``itl`` s apart (each a network
+    read of its own). A mock engine of known latencies: what each client should read."""
 
-    tokens, gap = 32, 0.002
+    tokens, ttft, itl = 32, 0.002, 0.002
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
@@ -190,13 +191,15 @@ class _ChunkedSse(asyncio.Protocol):
             return b"%x\r\n%s\r\n" % (len(data), data)
         self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; "
                              b"charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
-        for _ in range(self.tokens):
-            await asyncio.sleep(self.gap)
+        for k in range(self.tokens):
+            await asyncio.sleep(self.itl if k else self.ttft)
             self.transport.write(chunk(_TOKEN))
         self.transport.write(chunk(_USAGE) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
 
-def _serve_chunked(sock: socket.socket) -> None:
+def _serve_chunked(sock: socket.socket, ttft: float = 0.002, itl: float = 0.002) -> None:
+    _ChunkedSse.ttft, _ChunkedSse.itl = ttft, itl
+
     async def serve() -> None:
         server = await asyncio.get_running_loop().create_server(_ChunkedSse, sock=sock)
         await server.serve_forever()
@@ -387,6 +390,21 @@ def runs_of(document: dict[str, Any]) -> list[dict[str, ClientRun]]:
 
 @contextmanager
 def server(args: argparse.Namespace) -> Iterator[str]:
+    if args.mock:
+        import multiprocessing
+        ttft_ms, itl_ms = (float(x) for x in args.mock.split(","))
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(256)
+        mock = multiprocessing.Process(target=_serve_chunked, daemon=True,
+                                       args=(sock, ttft_ms / 1000, itl_ms / 1000))
+        mock.start()
+        try:
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        finally:
+            mock.terminate()
+            mock.join()
+        return
     if args.url:
         yield args.url.rstrip("/")
         return
@@ -425,7 +443,8 @@ def bench_main(args: argparse.Namespace) -> int:
         print(f"other processes kept {others:.2f} cores busy on average (this bench's "
               "children and the server included)")
     document = {
-        "label": args.label, "url": args.url, "rate": args.rate, "input_len": args.input_len,
+        "label": args.label, "url": args.url, "mock": args.mock, "rate": args.rate,
+        "input_len": args.input_len,
         "output_len": args.output_len, "num_requests": args.num_requests, "seed": args.seed,
         "unix_time": time.time(), "other_cores_busy": others,
         "repetitions": [{client: asdict(run) for client, run in rep.items()}
@@ -462,6 +481,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--label", default="", help="recorded in the JSON (e.g. before/after)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "loadgen_vs_vllm.json")
     p.add_argument("--verbose", action="store_true", help="echo the clients' output")
+    p.add_argument("--mock", metavar="TTFT_MS,ITL_MS",
+                   help="instead of vLLM, a mock engine answering 32 tokens with these fixed "
+                   "latencies (the truth both clients should read)")
     p.add_argument("--client-cost", type=int, metavar="N",
                    help="only our client's CPU per request: N requests against a local "
                    "chunked-SSE server at --rate x 25 (no vLLM)")

@@ -14,6 +14,7 @@ import pytest
 
 from bench.loadgen_vs_vllm import (
     ClientRun,
+    client_cost,
     main,
     parse_proc_stat,
     ratios,
@@ -108,3 +109,7 @@ def test_table_ratios_and_verdict(tmp_path: Path) -> None:
                                                 for rep in close + far]}))
     assert len(runs_of(json.loads(path.read_text()))) == 2
     assert main(["--table", str(path)]) == 0
+
+
+def test_client_cost_against_the_local_chunked_server() -> None:
+    assert 0 < client_cost(10, 100.0) < 100   # CPU ms per request of 32 chunks
