@@ -16,13 +16,14 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import numpy as np
 
+from monitor.loadgen.http_stream import StreamClient, StreamResponse
 from monitor.loadgen.workload import RequestSpec
 
 
@@ -170,7 +171,7 @@ async def run_paired(endpoints: Sequence[Endpoint], requests: Iterable[RequestSp
 @dataclass(slots=True)
 class _Side:
     endpoint: Endpoint
-    client: httpx.AsyncClient
+    client: StreamClient
     slots: asyncio.Semaphore | None
     progress: Progress = field(default_factory=Progress)
     records: list[RequestRecord] = field(default_factory=list)
@@ -180,7 +181,7 @@ async def _run(endpoints: Sequence[Endpoint], requests: Iterable[RequestSpec], l
                rate: float, on_progress: Sequence[ProgressCallback] | None,
                progress_every: float, shuffle: np.random.Generator | None) -> list[RunResult]:
     closed_loop = math.isinf(rate)
-    sides = [_Side(e, make_client(e, limits.max_concurrency),
+    sides = [_Side(e, make_stream_client(e),
                    asyncio.Semaphore(limits.max_concurrency) if limits.max_concurrency else None)
              for e in endpoints]
     tasks: set[asyncio.Task[None]] = set()
@@ -271,6 +272,12 @@ def make_client(endpoint: Endpoint, max_concurrency: int | None = None) -> httpx
                              timeout=timeout, headers=headers)
 
 
+def make_stream_client(endpoint: Endpoint) -> StreamClient:
+    """The runner's client for the streamed requests of a run (lighter than httpx's)."""
+    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    return StreamClient(endpoint.base_url, headers, timeout=endpoint.timeout_seconds)
+
+
 class EndpointError(ValueError):
     """The endpoint does not answer a one-token request; the message names it."""
 
@@ -333,7 +340,7 @@ def error_type_of_status(status: int) -> str:
     return f"http_{status}"
 
 
-async def _send(client: httpx.AsyncClient, endpoint: Endpoint, record: RequestRecord,
+async def _send(client: StreamClient, endpoint: Endpoint, record: RequestRecord,
                 start: float, slots: asyncio.Semaphore | None, progress: Progress,
                 acquire: bool) -> None:
     path, body = request_body(endpoint, record.spec)
@@ -346,9 +353,10 @@ async def _send(client: httpx.AsyncClient, endpoint: Endpoint, record: RequestRe
             progress.done += 1
             progress.failed += 1
             raise
+    payload = json.dumps(body, separators=(",", ":")).encode()
     record.sent_at = time.perf_counter() - start
     try:
-        async with client.stream("POST", path, json=body) as resp:
+        async with client.stream(path, payload) as resp:
             record.status = resp.status_code
             if resp.status_code != 200:
                 record.error_type = error_type_of_status(resp.status_code)
@@ -365,7 +373,8 @@ async def _send(client: httpx.AsyncClient, endpoint: Endpoint, record: RequestRe
         record.error_type, record.error = "unfinished", "no answer before the run ended"
         raise
     finally:
-        record.finished_at = time.perf_counter() - start
+        if not record.finished_at:   # set at the last byte of a whole stream
+            record.finished_at = time.perf_counter() - start
         progress.done += 1
         if not record.ok:
             progress.failed += 1
@@ -373,37 +382,84 @@ async def _send(client: httpx.AsyncClient, endpoint: Endpoint, record: RequestRe
             slots.release()
 
 
-async def _read_stream(resp: httpx.Response, record: RequestRecord, start: float,
+# A token chunk as vLLM (pydantic, compact JSON) and the reference server write it: a
+# non-empty choices array and no usage object. Such chunks are timed without parsing them;
+# anything else (usage, errors, chat deltas, spaced JSON) is parsed.
+_CHOICES = b'"choices":[{'
+_USAGE = b'"usage":{'
+# After [DONE], how long the rest of the body (the chunked encoding's last chunk) may take:
+# read to its end, the connection goes back to the pool instead of being closed.
+DRAIN_SECONDS = 1.0
+
+
+async def _read_stream(resp: StreamResponse, record: RequestRecord, start: float,
                        chat: bool) -> None:
+    """Time the token chunks of an SSE body as their bytes arrive (one clock read per
+    network read, before any parsing) and read the body to its end."""
+    perf = time.perf_counter
+    times = record.chunk_times
     chunks = 0
-    async for line in resp.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        try:
-            event = json.loads(data)
-        except json.JSONDecodeError:
-            record.error_type, record.error = "bad_response", f"not JSON: {data[:100]!r}"
-            return
-        if "error" in event:
-            error = event["error"]
-            record.error_type = "stream_error"
-            record.error = str(error.get("message", error) if isinstance(error, dict) else error)
-            return
-        choices = event.get("choices")
-        if choices:
-            if chat:  # the role-only first delta carries no token
-                content = choices[0].get("delta", {}).get("content")
-                if not content:
-                    continue
-            record.chunk_times.append(time.perf_counter() - start)
-            chunks += 1
-        usage = event.get("usage")
-        if usage:
-            record.prompt_tokens = usage.get("prompt_tokens")
-            record.num_output_tokens = int(usage.get("completion_tokens", 0))
-            record.usage_reported = True
+    tail = b""
+    stream = resp.aiter_bytes()
+    async for data in stream:
+        now = perf() - start
+        if tail:
+            data = tail + data
+        lines = data.split(b"\n")
+        tail = lines.pop()                     # a partial line, completed by the next read
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            payload = line[5:].strip()
+            if not chat and _CHOICES in payload and _USAGE not in payload:
+                times.append(now)
+                chunks += 1
+                continue
+            if payload == b"[DONE]":
+                record.finished_at = now
+                await _drain(stream)
+                _set_output_tokens(record, chunks)
+                return
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                record.error_type = "bad_response"
+                record.error = f"not JSON: {payload[:100].decode(errors='replace')!r}"
+                return
+            if "error" in event:
+                error = event["error"]
+                record.error_type = "stream_error"
+                record.error = str(error.get("message", error) if isinstance(error, dict)
+                                   else error)
+                return
+            choices = event.get("choices")
+            if choices:
+                if chat:  # the role-only first delta carries no token
+                    content = choices[0].get("delta", {}).get("content")
+                    if not content:
+                        continue
+                times.append(now)
+                chunks += 1
+            usage = event.get("usage")
+            if usage:
+                record.prompt_tokens = usage.get("prompt_tokens")
+                record.num_output_tokens = int(usage.get("completion_tokens", 0))
+                record.usage_reported = True
+    record.finished_at = perf() - start        # the body ended without [DONE]
+    _set_output_tokens(record, chunks)
+
+
+def _set_output_tokens(record: RequestRecord, chunks: int) -> None:
     if not record.usage_reported:
         record.num_output_tokens = chunks
+
+
+async def _drain(stream: AsyncIterator[bytes]) -> None:
+    """Read what follows [DONE] to the body's end (a server that keeps the stream open past
+    DRAIN_SECONDS gets its connection closed instead)."""
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in stream:
+                pass
+    except TimeoutError:
+        pass
