@@ -164,3 +164,20 @@ def test_an_unreachable_endpoint_is_named() -> None:
         asyncio.run(check_endpoint(Endpoint("http://127.0.0.1:9", "m", timeout_seconds=2)))
     with scripted_server() as (url, _), pytest.raises(EndpointError, match="answered 404"):
         asyncio.run(check_endpoint(Endpoint(url, "missing")))
+
+
+def test_objects_from_before_the_load_are_frozen_during_it_and_released_after() -> None:
+    """A full GC walking every imported module's objects stalled the loop 100-200 ms a time;
+    the runner freezes what exists at the start, and unfreezes at the end (a server process
+    running loads must not keep cyclic garbage forever)."""
+    import gc
+
+    frozen_during: list[int] = []
+    with scripted_server(Script(ttft=0.01, itl=0.01)) as (url, _):
+        result = asyncio.run(run_load(
+            Endpoint(url, "m"), _specs(["ok"] * 3, 0.05, 4), Limits(num_requests=3), rate=20,
+            on_progress=lambda progress, elapsed: frozen_during.append(gc.get_freeze_count()),
+            progress_every=0.02))
+    assert all(r.ok for r in result.records)
+    assert frozen_during and frozen_during[0] > 1000  # the last report comes after the run
+    assert gc.get_freeze_count() == 0
