@@ -143,6 +143,10 @@ def client_main(args: argparse.Namespace) -> int:
     last_token = [r.chunk_times[-1] - r.sent_at for r in ok if r.chunk_times]
     figures["e2e_last_token_p50"] = float(np.percentile(last_token, 50)) * 1000
     figures["e2e_last_token_p99"] = float(np.percentile(last_token, 99)) * 1000
+    # Where the engine timed each request too (vLLM --enable-per-request-metrics): the split.
+    for name, dist in (summary.server_view or {}).items():
+        for q in ("p50", "p99"):
+            figures[f"split_{name}_{q}"] = dist.percentiles[q] * 1000
     # Throughput over vLLM's span: from the run's start (offset 0, before the first gap) to
     # the last answer; summarize's own span starts at the first send.
     span = max((r.finished_at for r in result.records), default=0.0)
@@ -367,6 +371,16 @@ def table(repetitions: Sequence[dict[str, ClientRun]]) -> str:
     if all(x is not None for x in extra):
         lines.append("ours, E2E p50 to the last token chunk (vLLM's E2E), ms: "
                      + ", ".join(f"{x:.2f}" for x in extra if x is not None))
+    splits = [rep["inferwatch"].figures for rep in repetitions
+              if "split_frontend_overhead_p50" in rep["inferwatch"].figures]
+    if splits:
+        lines.append("ours, client TTFT split by vLLM's per-request metrics, p50/p99 ms: "
+                     + "; ".join(", ".join(
+                         f"{label} {f[f'split_{key}_p50']:.2f}/{f[f'split_{key}_p99']:.2f}"
+                         for label, key in (("TTFT", "ttft"), ("queue", "server_queue"),
+                                            ("prefill", "server_prefill"),
+                                            ("frontend+network", "frontend_overhead")))
+                         for f in splits))
     for client in CLIENTS:
         cpu = [rep[client].cpu_ms_per_request for rep in repetitions]
         total = [rep[client].total_cpu_seconds for rep in repetitions]
@@ -411,7 +425,8 @@ def server(args: argparse.Namespace) -> Iterator[str]:
     sys.path.insert(0, str(REPO))
     from tests.live.vllm_server import running_vllm
     print("starting vllm serve (1-4 minutes on a loaded 2-core machine)...", file=sys.stderr)
-    with running_vllm() as running:
+    # Per-request metrics: our client's client-vs-server split (engine queue, prefill, the rest).
+    with running_vllm("--enable-per-request-metrics") as running:
         args.served_model = running.model
         yield running.url
 

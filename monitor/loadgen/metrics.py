@@ -83,6 +83,10 @@ class RunSummary:
     slo: str | None = None
     slo_attainment: float | None = None   # fraction of measured requests meeting the SLO
     goodput: float | None = None          # such requests per second
+    # Client vs server, on the requests whose engine timed them itself (vLLM's per-request
+    # metrics): client TTFT, the engine's queue and prefill, and what is left (frontend,
+    # network, client).
+    server_view: dict[str, Distribution] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,6 +108,13 @@ class RunSummary:
             q = self.queue_time
             lines.append(f"client queue ms: mean={q.mean * 1000:.1f} "
                          + " ".join(f"{k}={v * 1000:.1f}" for k, v in q.percentiles.items()))
+        if self.server_view:
+            lines.append(f"client vs server TTFT ({self.server_view['ttft'].count} requests "
+                         "timed by the engine):")
+            for name, dist in self.server_view.items():
+                values = "  ".join(f"{k}={v * 1000:9.1f}" for k, v in dist.percentiles.items())
+                lines.append(f"  {SERVER_VIEW_NAMES[name]:>22} ms: mean={dist.mean * 1000:9.1f}"
+                             f"  {values}")
         if self.slo_attainment is not None:
             lines.append(f"SLO ({self.slo}): {self.slo_attainment:.2%} of requests, "
                          f"goodput {self.goodput:.2f} req/s")
@@ -144,7 +155,26 @@ def summarize(result: RunResult | Sequence[RequestRecord],
         slo=slo.describe() if slo is not None else None,
         slo_attainment=(good / len(records) if records else None) if good is not None else None,
         goodput=per_second(good) if good is not None else None,
+        server_view=server_view(ok, percentiles),
     )
+
+
+SERVER_VIEW_NAMES = {"ttft": "client TTFT", "server_queue": "engine queue",
+                     "server_prefill": "engine prefill", "frontend_overhead": "frontend+network"}
+
+
+def server_view(ok: Sequence[RequestRecord], percentiles: Sequence[float]
+                ) -> dict[str, Distribution] | None:
+    """The per-request split of client TTFT, over requests the engine timed itself."""
+    timed = [r for r in ok if r.frontend_overhead is not None]
+    if not timed:
+        return None
+    values = {"ttft": [r.ttft for r in timed], "server_queue": [r.server_queue for r in timed],
+              "server_prefill": [r.server_prefill for r in timed],
+              "frontend_overhead": [r.frontend_overhead for r in timed]}
+    return {name: dist for name, column in values.items()
+            if (dist := Distribution.of([v for v in column if v is not None], percentiles))
+            is not None}
 
 
 def latency_samples(ok: Sequence[RequestRecord]) -> dict[str, list[float]]:

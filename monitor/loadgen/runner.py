@@ -53,6 +53,10 @@ class RequestRecord:
     num_output_tokens: int = 0         # usage when reported, else chunks received
     usage_reported: bool = False
     warmup: bool = False
+    # The engine's own timing of this request, where it sends one (vLLM with
+    # --enable-per-request-metrics: the `metrics` object of the usage chunk), in seconds.
+    server_queue: float | None = None      # queued -> first scheduled
+    server_prefill: float | None = None    # first scheduled -> first token
 
     @property
     def ok(self) -> bool:
@@ -83,6 +87,15 @@ class RequestRecord:
             return None
         return (self.e2e - ttft) / (self.num_output_tokens - 1)
 
+    @property
+    def frontend_overhead(self) -> float | None:
+        """Client TTFT minus the engine's queue and prefill: the API server (parsing,
+        tokenizing, detokenizing), the network and the client itself."""
+        ttft = self.ttft
+        if ttft is None or self.server_queue is None or self.server_prefill is None:
+            return None
+        return ttft - self.server_queue - self.server_prefill
+
     def to_json(self, wall_start: float) -> dict[str, Any]:
         return {
             "index": self.index, "warmup": self.warmup, "status": self.status,
@@ -93,6 +106,8 @@ class RequestRecord:
             "itl": self.itls, "chunk_times": [t - self.sent_at for t in self.chunk_times],
             "prompt_tokens": self.prompt_tokens, "output_tokens": self.num_output_tokens,
             "usage_reported": self.usage_reported, "max_tokens": self.spec.max_tokens,
+            "server_queue": self.server_queue, "server_prefill": self.server_prefill,
+            "frontend_overhead": self.frontend_overhead,
         }
 
 
@@ -452,8 +467,19 @@ async def _read_stream(resp: StreamResponse, record: RequestRecord, start: float
                 record.prompt_tokens = usage.get("prompt_tokens")
                 record.num_output_tokens = int(usage.get("completion_tokens", 0))
                 record.usage_reported = True
+            metrics = event.get("metrics")
+            if isinstance(metrics, dict):
+                _read_server_timing(record, metrics)
     record.finished_at = perf() - start        # the body ended without [DONE]
     _set_output_tokens(record, chunks)
+
+
+def _read_server_timing(record: RequestRecord, metrics: dict[str, Any]) -> None:
+    """vLLM's per-request metrics (milliseconds): queue_time_ms is queued -> scheduled,
+    time_to_first_token_ms is scheduled -> first token, despite its name."""
+    queue, prefill = metrics.get("queue_time_ms"), metrics.get("time_to_first_token_ms")
+    if isinstance(queue, int | float) and isinstance(prefill, int | float):
+        record.server_queue, record.server_prefill = queue / 1000, prefill / 1000
 
 
 def _set_output_tokens(record: RequestRecord, chunks: int) -> None:

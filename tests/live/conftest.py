@@ -13,5 +13,6 @@ from tests.live.vllm_server import RunningVllm, running_vllm
 
 @pytest.fixture(scope="package")
 def vllm() -> Iterator[RunningVllm]:
-    with running_vllm() as server:
+    # Per-request metrics in responses: the client-vs-server split (test_vllm_client_server).
+    with running_vllm("--enable-per-request-metrics") as server:
         yield server

@@ -29,6 +29,7 @@ class Script:
     itl: float = 0.02
     capacity: int = 1000
     slowdown: float = 1.0
+    per_request_metrics: bool = False   # vLLM's `metrics` object in the usage chunk
     # what the server saw
     prompts: list[str] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
@@ -57,13 +58,16 @@ def build_app(script: Script) -> FastAPI:
         chat = "messages" in body
 
         async def events() -> AsyncIterator[bytes]:
+            queued = time.perf_counter()
             async with slots:
+                scheduled = time.perf_counter()
                 script.in_flight += 1
                 script.max_in_flight = max(script.max_in_flight, script.in_flight)
                 try:
                     if prompt.startswith("hang"):
                         await asyncio.sleep(3600)
                     await asyncio.sleep(script.ttft * script.slowdown)
+                    first_token = time.perf_counter()
                     for i in range(tokens):
                         if i:
                             await asyncio.sleep(script.itl * script.slowdown)
@@ -75,8 +79,14 @@ def build_app(script: Script) -> FastAPI:
                         choice: dict[str, Any] = ({"delta": {"content": "a"}, "index": 0}
                                                   if chat else {"text": "a", "index": 0})
                         yield _event({"choices": [choice]})
-                    yield _event({"choices": [], "usage": {"prompt_tokens": len(prompt),
-                                                           "completion_tokens": tokens}})
+                    final: dict[str, Any] = {
+                        "choices": [], "usage": {"prompt_tokens": len(prompt),
+                                                 "completion_tokens": tokens}}
+                    if script.per_request_metrics:
+                        final["metrics"] = {
+                            "queue_time_ms": (scheduled - queued) * 1000,
+                            "time_to_first_token_ms": (first_token - scheduled) * 1000}
+                    yield _event(final)
                     yield b"data: [DONE]\n\n"
                 finally:
                     script.in_flight -= 1

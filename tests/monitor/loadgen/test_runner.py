@@ -181,3 +181,33 @@ def test_objects_from_before_the_load_are_frozen_during_it_and_released_after() 
     assert all(r.ok for r in result.records)
     assert frozen_during and frozen_during[0] > 1000  # the last report comes after the run
     assert gc.get_freeze_count() == 0
+
+
+def test_the_engines_own_timing_splits_client_ttft_into_queue_prefill_and_the_rest() -> None:
+    """vLLM's per-request metrics (queue, scheduled -> first token) beside the client's TTFT:
+    what is left is the frontend, the network and the client."""
+    script = Script(ttft=0.06, itl=0.01, capacity=1, per_request_metrics=True)
+    with scripted_server(script) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"] * 3, 0.0, 3),
+                                      Limits(num_requests=3), rate=100))
+    records = sorted(result.records, key=lambda r: r.server_queue or 0.0)
+    assert all(r.ok for r in records)
+    # one slot: the second and third requests waited for the ones before them
+    assert records[0].server_queue is not None and records[0].server_queue < 0.05
+    assert records[2].server_queue is not None and records[2].server_queue > 0.1
+    for r in records:
+        assert r.server_prefill is not None and 0.055 < r.server_prefill < 0.3
+        assert r.frontend_overhead is not None and 0 <= r.frontend_overhead < 0.1
+        assert r.to_json(0.0)["frontend_overhead"] == r.frontend_overhead
+    view = summarize(result, (50.0, 99.0)).server_view
+    assert view is not None and view["ttft"].count == 3
+    assert set(view) == {"ttft", "server_queue", "server_prefill", "frontend_overhead"}
+    assert "engine queue" in summarize(result, (50.0,)).format()
+
+
+def test_without_the_engines_timing_there_is_no_server_view() -> None:
+    with scripted_server(Script(ttft=0.01, itl=0.01)) as (url, _):
+        result = asyncio.run(run_load(Endpoint(url, "m"), _specs(["ok"], 0.0, 2),
+                                      Limits(num_requests=1), rate=10))
+    assert result.records[0].frontend_overhead is None
+    assert summarize(result).server_view is None
