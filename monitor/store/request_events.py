@@ -33,6 +33,9 @@ class RequestEventRow:
     output_tokens: int | None = None
     target_ttft_seconds: float | None = None
     target_itl_seconds: float | None = None
+    # vLLM's per-request metrics (--enable-per-request-metrics): queue_time_ms (queued ->
+    # scheduled) and time_to_first_token_ms, which despite its name runs from scheduled to
+    # the first token: the prefill, not a TTFT. Client TTFT - both = frontend and network.
     engine_queue_seconds: float | None = None
     engine_ttft_seconds: float | None = None
 
