@@ -45,7 +45,7 @@ lint: install
 	$(VENV)/bin/mypy reference_server exporters monitor bench
 
 test: lint system-deps live-engines
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=40
 
 bench: install
 	$(PY) -m bench.batching
