@@ -426,7 +426,7 @@ def server(args: argparse.Namespace) -> Iterator[str]:
     from tests.live.vllm_server import running_vllm
     print("starting vllm serve (1-4 minutes on a loaded 2-core machine)...", file=sys.stderr)
     # Per-request metrics: our client's client-vs-server split (engine queue, prefill, the rest).
-    with running_vllm("--enable-per-request-metrics") as running:
+    with running_vllm("--enable-per-request-metrics", compiled=True) as running:
         args.served_model = running.model
         yield running.url
 

@@ -58,10 +58,14 @@ def _environment(home: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS
-                 ) -> Iterator[RunningVllm]:
+def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
+                 compiled: bool = False) -> Iterator[RunningVllm]:
     """`vllm serve` of the tiny model with ``extra_args``; stopped (SIGTERM, then SIGKILL of
-    its process group) when the block ends."""
+    its process group) when the block ends.
+
+    Not ``compiled``, it runs eager (``--enforce-eager``): torch.compile's warm-up takes ~40 s
+    of a 2-core machine per new configuration and changes nothing the tests read. Benchmarks
+    of the engine's speed pass ``compiled=True``."""
     executable, model = vllm_venv() / "bin" / "vllm", tiny_model()
     if not executable.is_file():
         unavailable(f"live-engine tests need vLLM's CPU build in {vllm_venv()} "
@@ -74,7 +78,7 @@ def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS
         command: Sequence[str] = [
             str(executable), "serve", str(model), "--served-model-name", SERVED_NAME,
             "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(MAX_MODEL_LEN),
-            "--dtype", "float32", *extra_args]
+            "--dtype", "float32", *(() if compiled else ("--enforce-eager",)), *extra_args]
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                        env=_environment(home), start_new_session=True)
