@@ -141,3 +141,18 @@ def test_triton_version_is_asked_of_its_http_port_first() -> None:
     probes = VERSION_PROBES["triton"]
     assert [(p.path, p.keys, p.port_offset) for p in probes] == [
         ("/v2", ("version",), -2), ("/v2", ("version",), 0)]
+
+
+def test_the_recorded_cpu_triton_page_is_complete_with_absent_metrics_listed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No version endpoint answers here (no HTTP API beside it): unknown, saying why."""
+    with engine(read_fixture("triton-2.51-cpu-live.prom")) as url:
+        status, out, _ = doctor(capsys, f"{url}/metrics")
+    lines = out.splitlines()
+    assert status == 0 and lines[-1].startswith("complete")
+    assert "engine:     triton" in lines
+    assert next(line for line in lines if line.startswith("version:")).startswith(
+        "version:    unknown (")
+    assert any(line.startswith("absent:     14 schema metrics") for line in lines)
+    assert "  gen_ai_server_kv_cache_usage_ratio: needs the TensorRT-LLM backend" in lines
+    assert "missing:    0 schema metrics (mapped, but no source on the page)" in lines
