@@ -17,6 +17,7 @@ Two models, no weights, no torch, deterministic:
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import zlib
@@ -55,7 +56,15 @@ def classify(prompt: np.ndarray) -> dict[str, np.ndarray]:
     return {"label": np.array(labels, dtype=np.int64).reshape(-1, 1)}
 
 
+def _exit_cleanly(signum: int, _frame: object) -> None:
+    # SIGTERM ends serve() by an exception, so the with-block stops Triton and its stubs and
+    # pytriton frees its shared-memory regions (/dev/shm/pytrtion<pid>-*); killed outright, it
+    # leaves them behind.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> None:
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     http_port, grpc_port, metrics_port = (int(a) for a in argv[:3])
     config = TritonConfig(
         http_address="127.0.0.1", http_port=http_port, grpc_address="127.0.0.1",

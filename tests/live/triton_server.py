@@ -122,21 +122,24 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path,
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    """SIGTERM to the process group (pytriton, tritonserver and the Python-backend stubs),
-    SIGKILL after ``timeout``; reaped either way."""
+    """SIGTERM to pytriton (the group's leader), which stops tritonserver and the Python-backend
+    stubs and frees its shared memory; SIGKILL of the whole group after ``timeout`` or for
+    anything left in it, and then its shared-memory regions are removed here. Reaped either
+    way."""
     if process.poll() is None:
         try:
-            os.killpg(process.pid, signal.SIGTERM)
+            process.send_signal(signal.SIGTERM)
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout)
-        except ProcessLookupError:
-            pass
     try:  # a tritonserver or stub left behind in the group
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return
+    time.sleep(0.5)
+    for region in Path("/dev/shm").glob(f"pytrtion{process.pid}-*"):
+        region.unlink(missing_ok=True)
 
 
 def _tail(log: Path, lines: int = 30) -> str:
