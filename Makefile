@@ -13,6 +13,10 @@ VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
 TINY_MODEL := build/tiny-llama
 export INFERWATCH_VLLM_VENV ?= $(CURDIR)/$(VLLM_VENV)
+# And Triton through nvidia-pytriton (its bundled tritonserver, CPU), in a venv of its own.
+TRITON_VENV := .venv-triton
+TRITON_STAMP := $(TRITON_VENV)/.installed-stamp
+export INFERWATCH_TRITON_VENV ?= $(CURDIR)/$(TRITON_VENV)
 export INFERWATCH_TINY_MODEL ?= $(CURDIR)/$(TINY_MODEL)
 
 .PHONY: install system-deps live-engines run test lint bench clean
@@ -29,10 +33,13 @@ install: $(STAMP)
 $(VLLM_STAMP): tests/live/install_vllm.sh
 	PYTHON=$(PYTHON) tests/live/install_vllm.sh $(VLLM_VENV)
 
+$(TRITON_STAMP): tests/live/install_triton.sh
+	PYTHON=$(PYTHON) tests/live/install_triton.sh $(TRITON_VENV)
+
 $(TINY_MODEL)/config.json: $(STAMP) tests/live/tiny_model.py
 	$(PY) -m tests.live.tiny_model $(TINY_MODEL)
 
-live-engines: $(VLLM_STAMP) $(TINY_MODEL)/config.json
+live-engines: $(VLLM_STAMP) $(TRITON_STAMP) $(TINY_MODEL)/config.json
 
 system-deps:
 	.ci/system-deps
@@ -52,4 +59,4 @@ bench: install
 	$(PY) -m bench.hf_generate
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(TINY_MODEL) .pytest_cache bench/out
+	rm -rf $(VENV) $(VLLM_VENV) $(TRITON_VENV) $(TINY_MODEL) .pytest_cache bench/out

@@ -8,7 +8,10 @@ family nobody looked at, typically one a new engine release added. Conversely, a
 is **missing** when the table maps it but none of its rows finds its source on the page (a
 renamed or removed metric); a ``legacy`` row (a name only older releases export) never makes
 a metric missing by its absence, and a fallback row does not count while another row for the
-same metric finds data.
+same metric finds data. A schema metric whose rows all miss the page but each either is
+``legacy`` or ``requires`` a condition (a backend, an opt-in flag, a GPU: Triton's TensorRT-LLM
+and GPU families on a CPU server) is **absent**, with the conditions, rather than missing: the
+page is complete without it.
 
 Families are named as ``exposition.parse_page`` names them, and counters are reported with
 ``_total`` as the tables spell them, so a 0.0.4 page (``# TYPE x_total counter`` plus an
@@ -19,7 +22,7 @@ family) give the same coverage.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from exporters.adapters.table import EngineTable, Row, get_table
@@ -61,6 +64,8 @@ class Coverage:
     ignored: Mapping[str, str]  # family -> the rule (a key of IGNORE_WHY)
     undecided: tuple[str, ...]  # families nobody decided about
     missing: tuple[str, ...]  # schema metrics mapped from sources none of which is on the page
+    # schema metrics whose sources are off the page because a stated condition is not met
+    absent: Mapping[str, str] = field(default_factory=dict)  # metric -> the conditions
 
     @property
     def complete(self) -> bool:
@@ -81,6 +86,7 @@ class Coverage:
             "ignored_families": dict(self.ignored),
             "undecided": list(self.undecided),
             "missing": list(self.missing),
+            "absent": dict(self.absent),
         }
 
 
@@ -110,9 +116,10 @@ def coverage(page: ParsedPage, engines: Sequence[str]) -> Coverage:
         # OpenMetrics keeps x_created inside x's family: the same companion as in 0.0.4.
         for created in _created_samples(family):
             ignored[created] = CREATED_RULE
+    missing, absent = _missing(page, tables)
     return Coverage(tuple(engines), tuple(sorted(mapped)), dict(sorted(not_mapped.items())),
-                    dict(sorted(ignored.items())), tuple(sorted(undecided)),
-                    tuple(_missing(page, tables)))
+                    dict(sorted(ignored.items())), tuple(sorted(undecided)), tuple(missing),
+                    absent)
 
 
 def family_name(family: Family) -> str:
@@ -165,8 +172,10 @@ def _created_samples(family: Family) -> set[str]:
             if sample.name.endswith(_CREATED) and sample.name != family.name}
 
 
-def _missing(page: ParsedPage, tables: Iterable[EngineTable]) -> list[str]:
-    """Schema metrics whose rows all miss the page, unless every one of them is legacy."""
+def _missing(page: ParsedPage, tables: Iterable[EngineTable]
+             ) -> tuple[list[str], dict[str, str]]:
+    """Schema metrics whose rows all miss the page, unless every one of them is legacy or
+    requires a condition; and those of the latter with a condition (metric -> conditions)."""
     by_name: dict[str, list[Mapping[str, str]]] = {}
     for family in page.families.values():
         for sample in family.samples:
@@ -175,14 +184,19 @@ def _missing(page: ParsedPage, tables: Iterable[EngineTable]) -> list[str]:
     for table in tables:
         for row in table.rows:
             rows_of.setdefault(row.target.name, []).append(row)
-    missing = []
+    missing: list[str] = []
+    absent: dict[str, str] = {}
     for spec in SCHEMA:
         rows = rows_of.get(spec.name)
         if not rows or any(_row_found(row, by_name) for row in rows):
             continue
-        if any(not row.legacy for row in rows):
+        if any(not row.legacy and row.requires is None for row in rows):
             missing.append(spec.name)
-    return missing
+            continue
+        conditions = dict.fromkeys(row.requires for row in rows if row.requires is not None)
+        if conditions:
+            absent[spec.name] = "; ".join(c for c in conditions if c is not None)
+    return missing, absent
 
 
 def _row_found(row: Row, by_name: Mapping[str, list[Mapping[str, str]]]) -> bool:

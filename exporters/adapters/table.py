@@ -12,6 +12,7 @@ One file per engine. Each row maps one engine metric (or a sum of a few) onto on
       keep_labels: []                      # keep only these labels (after renames)
       sum_of: [A, B]                       # instead of source: the sum of gauges, per label set
       legacy: true                         # a name only older releases export (see below)
+      requires: the TensorRT-LLM backend   # a condition without which the source is absent
       note: why this mapping is an approximation, where it is one
 
 Rows with the same target are alternatives in file order: a series (label set) produced by an
@@ -20,7 +21,9 @@ Per engine, ``missing`` lists the schema metrics the engine does not provide, an
 metric of the engine's kind is either a row target or missing. ``not_mapped`` names engine
 metrics deliberately left out, with the reason. A ``legacy`` row reads a name that only older
 releases export: when its source is absent from a page, that is no sign of a renamed or removed
-metric (``exporters.adapters.coverage``).
+metric (``exporters.adapters.coverage``). A ``requires`` row reads a name the engine exports only
+under a condition the row states (a backend, an opt-in flag, a GPU): when its source is absent,
+the metric is reported absent for that reason, not missing.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ KINDS: Final[Mapping[str, tuple[MetricSpec, ...]]] = MappingProxyType({
 })
 _ROW_KEYS: Final = frozenset({
     "target", "source", "sum_of", "match", "scale", "labels", "values", "value_from_label",
-    "keep_labels", "note", "legacy",
+    "keep_labels", "note", "legacy", "requires",
 })
 _TABLE_KEYS: Final = frozenset({
     "engine", "kind", "detect", "labels", "rows", "missing", "not_mapped", "identity",
@@ -75,6 +78,7 @@ class Row:
     keep_labels: frozenset[str] | None
     position: str  # "vllm.yaml rows[3]", for messages
     legacy: bool = False  # a name only older releases export
+    requires: str | None = None  # the condition without which the engine omits the source
 
     @property
     def is_sum(self) -> bool:
@@ -169,9 +173,12 @@ def _row(raw: object, renames: Mapping[str, str], where: str) -> Row:
     legacy = row.get("legacy", False)
     if not isinstance(legacy, bool):
         raise MappingTableError(f"{where}: 'legacy' must be true or false, got {legacy!r}")
+    requires = row.get("requires")
+    if requires is not None and (not isinstance(requires, str) or not requires.strip()):
+        raise MappingTableError(f"{where}: 'requires' must say the condition, got {requires!r}")
     return Row(target, sources, MappingProxyType(_str_mapping(row.get("match", {}), where)),
                float(scale), MappingProxyType(labels), values, value_from_label, keep_labels,
-               where, legacy)
+               where, legacy, requires)
 
 
 def _target(name: object, where: str) -> MetricSpec:

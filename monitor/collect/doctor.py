@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import httpx
 
@@ -37,6 +37,8 @@ VERSION_TIMEOUT_SECONDS: Final = 2.0  # a version is a nicety: never wait long f
 class VersionProbe:
     path: str  # at the server root, beside /metrics
     keys: tuple[str, ...]  # JSON keys that may hold the version, first found wins
+    # Where the API listens on another port than /metrics: its offset from the metrics port.
+    port_offset: int = 0
 
 
 # Where each engine tells its version.
@@ -46,6 +48,10 @@ VERSION_PROBES: Final[Mapping[str, tuple[VersionProbe, ...]]] = {
     "sglang": (VersionProbe("/get_server_info", ("version",)),
                VersionProbe("/server_info", ("version",))),
     "llamacpp": (VersionProbe("/props", ("build_info", "version")),),
+    # Triton serves /metrics on a port of its own (8002) beside its HTTP API (8000), whose
+    # server metadata carries the version; the same port is tried second (a proxy for both).
+    "triton": (VersionProbe("/v2", ("version",), port_offset=-2),
+               VersionProbe("/v2", ("version",))),
 }
 
 
@@ -112,15 +118,34 @@ def probe_version(client: httpx.Client, metrics_url: str, engines: list[str]) ->
     probes = next((VERSION_PROBES[e] for e in engines if e in VERSION_PROBES), ())
     if not probes:
         return Version(UNKNOWN, f"no version endpoint known for {', '.join(engines)}")
-    scheme, netloc, *_ = urlsplit(metrics_url)
+    parts = urlsplit(metrics_url)
     failures = []
     for probe in probes:
-        url = urlunsplit((scheme, netloc, probe.path, "", ""))
+        netloc = _netloc(parts, probe.port_offset)
+        if netloc is None:
+            failures.append(f"{probe.path}: no port in {metrics_url} to offset by "
+                            f"{probe.port_offset}")
+            continue
+        url = urlunsplit((parts.scheme, netloc, probe.path, "", ""))
         value, failure = _ask(client, url, probe.keys)
         if value is not None:
             return Version(value, f"GET {url}")
         failures.append(f"GET {url}: {failure}")
     return Version(UNKNOWN, "; ".join(failures))
+
+
+def _netloc(parts: SplitResult, port_offset: int) -> str | None:
+    """The metrics URL's host and port, the port moved by ``port_offset`` (None without one)."""
+    if port_offset == 0:
+        return parts.netloc
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None or not 0 < port + port_offset < 65536 or parts.hostname is None:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{host}:{port + port_offset}"
 
 
 def _ask(client: httpx.Client, url: str, keys: tuple[str, ...]) -> tuple[str | None, str]:
@@ -161,6 +186,9 @@ def render(report: Report) -> str:
         *(f"  {name}" for name in c.undecided),
         f"missing:    {len(c.missing)} schema metrics (mapped, but no source on the page)",
         *(f"  {name}" for name in c.missing),
+        f"absent:     {len(c.absent)} schema metrics (mapped from sources the engine exports "
+        "only under a condition this server does not meet)",
+        *(f"  {name}: needs {why}" for name, why in c.absent.items()),
     ]
     verdict = ("complete: every family decided, nothing missing" if c.complete else
                "incomplete: decide the undecided families and check the missing metrics in "

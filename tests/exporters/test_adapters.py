@@ -73,7 +73,7 @@ def test_every_catalog_metric_is_mapped_or_listed_as_not_mapped(engine: str) -> 
 
 
 # Pages recorded from a running engine: their names are known as surely as the catalog's.
-LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",)}
+LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",), "triton": ("triton-2.51-cpu-live.prom",)}
 
 
 @pytest.mark.parametrize("engine", CATALOGS, ids=CATALOGS)
@@ -100,6 +100,8 @@ BAD_TABLES = {
     "schema metric neither mapped nor missing": "rows: []",
     "missing name not in the schema": "rows: []\nmissing: [gpu_fan_speed]",
     "legacy not a boolean": "rows: [{target: gpu_power_watts, source: x, legacy: 'V0'}]",
+    "requires without a condition": "rows: [{target: gpu_power_watts, source: x, requires: ''}]",
+    "requires not text": "rows: [{target: gpu_power_watts, source: x, requires: true}]",
 }
 
 
@@ -128,6 +130,7 @@ DETECTED = {
     "triton.prom": "triton", "trtllm.prom": "triton", "trtllm-v1-model.prom": "triton",
     "triton-summary-doc.prom": "triton", "triton-first-response-histogram-doc.prom": "triton",
     "triton-counters-doc.prom": "triton", "dcgm-exporter.prom": "dcgm",
+    "triton-2.51-cpu-live.prom": "triton",
 }
 
 
@@ -256,6 +259,22 @@ def test_triton_core_page_maps_the_pending_queue_only() -> None:
     # nv_inference_request_failure has no reason label in this release: no error type.
     assert "nv_inference_request_failure" in page.unmapped
     assert len(page.unmapped) == 9
+
+
+def test_the_live_cpu_triton_page_maps_its_failures_and_queue_per_model() -> None:
+    """Triton 2.51 (pytriton's bundle, recorded live): 1 request the classifier failed is a
+    model_error; the decoupled LLM's are all successes; nothing waits once it is done."""
+    page = normalize(parse_fixture("triton-2.51-cpu-live.prom"), "triton")
+    errors, waiting = "gen_ai_server_request_errors_total", "gen_ai_server_requests_waiting"
+    assert flat(page) == {
+        f'{errors}{{error_type=model_error,model=tiny_classifier,version=1}}': 1.0,
+        f'{errors}{{error_type=rejected,model=tiny_classifier,version=1}}': 0.0,
+        f'{errors}{{error_type=model_error,model=tiny_llm,version=1}}': 0.0,
+        f'{errors}{{error_type=rejected,model=tiny_llm,version=1}}': 0.0,
+        f'{waiting}{{model=tiny_classifier,version=1}}': 0.0,
+        f'{waiting}{{model=tiny_llm,version=1}}': 0.0,
+    }
+    assert page.problems == []
 
 
 def test_trtllm_waiting_wins_over_triton_pending_for_the_same_series() -> None:

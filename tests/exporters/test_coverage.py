@@ -191,6 +191,54 @@ def test_recorded_pages_of_other_engines(name: str, engines: list[str], num_mapp
     assert result.ignored == {}
 
 
+TRITON_LIVE = "triton-2.51-cpu-live.prom"
+TRT = "the TensorRT-LLM backend"
+GPU = "a GPU and GPU metrics on (--allow-gpu-metrics)"
+
+
+def test_the_live_cpu_triton_page_is_complete_with_its_conditional_metrics_absent() -> None:
+    """Triton 2.51 without a GPU or TensorRT-LLM: every family decided, nothing missing; what
+    only the TensorRT-LLM backend, a GPU or an opt-in setting would export is absent, saying so."""
+    page = parse_fixture(TRITON_LIVE)
+    assert detect_engines(page) == ["triton"]
+    result = coverage(page, ["triton"])
+    assert result.mapped == ("nv_inference_pending_request_count", "nv_inference_request_failure")
+    assert len(result.not_mapped) == 13 and "nv_inference_request_success" in result.not_mapped
+    assert (result.undecided, result.missing, result.ignored) == ((), (), {})
+    assert result.complete
+    assert result.absent == {
+        "gen_ai_server_engine_steps": TRT, "gen_ai_server_requests_running": TRT,
+        "gen_ai_server_batch_size_max": TRT, "gen_ai_server_kv_cache_usage_ratio": TRT,
+        "gen_ai_server_kv_cache_blocks_used": TRT, "gen_ai_server_kv_cache_blocks_capacity": TRT,
+        "gen_ai_server_kv_cache_block_size_tokens": TRT,
+        "gen_ai_server_time_to_first_token_seconds":
+            "--metrics-config histogram_latencies=true (a Triton release newer than 2.51)",
+        "gen_ai_server_request_prompt_tokens": TRT,
+        "gen_ai_server_request_generation_tokens": TRT,
+        "gpu_memory_used_bytes": GPU, "gpu_memory_total_bytes": GPU,
+        "gpu_utilization_ratio": GPU, "gpu_power_watts": GPU,
+    }
+
+
+def test_a_metric_whose_unconditional_row_misses_is_missing_not_absent() -> None:
+    # requests_waiting: TensorRT-LLM's gauge (requires the backend) or Triton's own pending
+    # count (always there): without the latter, something was renamed or removed.
+    text = "\n".join(line for line in read_fixture(TRITON_LIVE).splitlines()
+                     if "nv_inference_pending_request_count" not in line)
+    result = coverage(parse_page(text, TRITON_LIVE), ["triton"])
+    assert result.missing == ("gen_ai_server_requests_waiting",)
+    assert "gen_ai_server_requests_waiting" not in result.absent and not result.complete
+
+
+def test_a_conditional_row_found_on_the_page_makes_its_metric_present() -> None:
+    text = read_fixture(TRITON_LIVE) + (
+        "# TYPE nv_gpu_utilization gauge\n"
+        'nv_gpu_utilization{gpu_uuid="GPU-0"} 0.5\n')
+    result = coverage(parse_page(text, TRITON_LIVE), ["triton"])
+    assert "gpu_utilization_ratio" not in result.absent and result.missing == ()
+    assert "nv_gpu_utilization" in result.mapped
+
+
 def test_sglang_recorded_page_lacks_what_the_older_release_did_not_export() -> None:
     result = coverage(parse_fixture("sglang.prom"), ["sglang"])
     assert result.missing == (

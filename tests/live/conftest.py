@@ -1,6 +1,6 @@
 """One live vLLM for the live-engine tests (it takes a minute or more to start), stopped once
 they are done: package scope, so it does not hold its memory and threads through the rest of
-the session's timing-sensitive tests."""
+the session's timing-sensitive tests. Likewise one live Triton (pytriton's bundled server)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.live.triton_server import RunningTriton, running_triton
 from tests.live.vllm_server import RunningVllm, running_vllm
 
 
@@ -15,4 +16,10 @@ from tests.live.vllm_server import RunningVllm, running_vllm
 def vllm() -> Iterator[RunningVllm]:
     # Per-request metrics in responses: the client-vs-server split (test_vllm_client_server).
     with running_vllm("--enable-per-request-metrics") as server:
+        yield server
+
+
+@pytest.fixture(scope="package")
+def triton() -> Iterator[RunningTriton]:
+    with running_triton() as server:
         yield server

@@ -8,6 +8,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from starlette.applications import Starlette
@@ -16,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from monitor.cli import main
+from monitor.collect.doctor import VERSION_PROBES, _netloc
 from tests.asgi_thread import serving
 from tests.exporters.engine_fixtures import read_fixture
 
@@ -72,10 +74,10 @@ def test_json_for_machines(capsys: pytest.CaptureFixture[str]) -> None:
     assert body["version"] == {"value": "0.32.0", "source": f"GET {url}/version"}
     coverage = body["coverage"]
     assert set(coverage) == {"engines", "mapped", "not_mapped", "ignored", "ignored_families",
-                             "undecided", "missing"}
+                             "undecided", "missing", "absent"}
     assert len(coverage["mapped"]) == 29 and len(coverage["not_mapped"]) == 10
     assert coverage["ignored"] == {"*_created": 38, "http_*": 5, "process_*": 6, "python_*": 4}
-    assert (coverage["undecided"], coverage["missing"]) == ([], [])
+    assert (coverage["undecided"], coverage["missing"], coverage["absent"]) == ([], [], {})
 
 
 def test_an_undecided_family_and_a_missing_metric_exit_1(
@@ -120,3 +122,37 @@ def test_a_page_that_is_not_an_engines_exits_2(capsys: pytest.CaptureFixture[str
     with engine(page) as url:
         status, out, _ = doctor(capsys, f"{url}/metrics", "--json")
     assert status == 2 and json.loads(out)["error"]["reason"] == reason
+
+
+@pytest.mark.parametrize(("url", "offset", "netloc"), [
+    ("http://127.0.0.1:8002/metrics", -2, "127.0.0.1:8000"),
+    ("http://127.0.0.1:8002/metrics", 0, "127.0.0.1:8002"),
+    ("http://[::1]:8002/metrics", -2, "[::1]:8000"),
+    ("http://triton.example/metrics", -2, None),   # no port to move
+    ("http://127.0.0.1:1/metrics", -2, None),      # no port below 1
+])
+def test_a_version_endpoint_on_another_port_is_found_by_its_offset(
+        url: str, offset: int, netloc: str | None) -> None:
+    """Triton's version is on its HTTP API (8000), beside /metrics on 8002."""
+    assert _netloc(urlsplit(url), offset) == netloc
+
+
+def test_triton_version_is_asked_of_its_http_port_first() -> None:
+    probes = VERSION_PROBES["triton"]
+    assert [(p.path, p.keys, p.port_offset) for p in probes] == [
+        ("/v2", ("version",), -2), ("/v2", ("version",), 0)]
+
+
+def test_the_recorded_cpu_triton_page_is_complete_with_absent_metrics_listed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No version endpoint answers here (no HTTP API beside it): unknown, saying why."""
+    with engine(read_fixture("triton-2.51-cpu-live.prom")) as url:
+        status, out, _ = doctor(capsys, f"{url}/metrics")
+    lines = out.splitlines()
+    assert status == 0 and lines[-1].startswith("complete")
+    assert "engine:     triton" in lines
+    assert next(line for line in lines if line.startswith("version:")).startswith(
+        "version:    unknown (")
+    assert any(line.startswith("absent:     14 schema metrics") for line in lines)
+    assert "  gen_ai_server_kv_cache_usage_ratio: needs the TensorRT-LLM backend" in lines
+    assert "missing:    0 schema metrics (mapped, but no source on the page)" in lines
