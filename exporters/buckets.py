@@ -17,10 +17,11 @@ order, ~ k (r - 1)**2 / 8 at worst: r = 1.143 (R20's widest, 1.40-1.60) gives <=
 and 4.9% for lognormal sigma 0.1. R20 costs ~98 buckets over 1 ms..60 s (121 to 600 s): ~100
 series per histogram and label set, ~1 us per observe in prometheus_client; R40 would bring
 the linear worst to 0.7% for twice the series, an extra 1.5 mantissa a decade (R20's widest
-bucket split) only to 2.1%. So inferwatch's own percentiles use ``log_slope_quantile``: same
-buckets, the density inside the bucket taken as the power law read off its two neighbours;
-its worst is 0.5% (sigma 0.1) and 0.3% otherwise, at no series cost. Grafana, alerts and any
-other PromQL consumer keep histogram_quantile's linear numbers (issue 21,
+bucket split) only to 2.1%. So inferwatch's own estimate is ``log_slope_quantile`` (carried
+as ``QuantileEstimate.refined`` and the percentile API's ``refined``): same buckets, the
+density inside the bucket taken as the power law read off its two neighbours; its worst is
+0.5% (sigma 0.1) and 0.3% otherwise, at no series cost. Grafana, alerts, any other PromQL
+consumer and ``QuantileEstimate.value`` keep histogram_quantile's linear numbers (issue 21,
 bench/percentile_accuracy.py). Latency SLOs need the accuracy; diagnostic histograms (engine
 step stages) use R10 at half the cost.
 """
