@@ -4,6 +4,7 @@ instrumentation for engines."""
 from exporters.buckets import (
     SLO_THRESHOLDS_SECONDS,
     interpolate_quantile,
+    log_slope_quantile,
     latency_buckets,
     power_of_two_buckets,
     token_count_buckets,
@@ -38,6 +39,7 @@ __all__ = [
     "StepStats",
     "get_spec",
     "interpolate_quantile",
+    "log_slope_quantile",
     "latency_buckets",
     "power_of_two_buckets",
     "token_count_buckets",

@@ -35,6 +35,7 @@ def point_out(t: float, estimate: QuantileEstimate | None) -> PercentilePointOut
     if estimate is None:
         return PercentilePointOut(time=t, value=None, lower=None, upper=None, kind="no_data")
     return PercentilePointOut(time=t, value=_finite(estimate.value),
+                              refined=_finite(estimate.refined),
                               lower=_finite(estimate.lower), upper=_finite(estimate.upper),
                               kind=estimate.kind.value)
 

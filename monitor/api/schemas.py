@@ -151,6 +151,11 @@ class PercentilePointOut(BaseModel):
 
     time: float
     value: float | None = Field(description="histogram_quantile's number (as in points)")
+    refined: float | None = Field(
+        default=None,
+        description="inferwatch's own number in the same bucket, interpolated along the "
+                    "density's local power law (closer than histogram_quantile's linear one: "
+                    "p99 within 0.5% vs 2.6% on R20 buckets, issue 21)")
     lower: float | None = Field(description="the bucket edge below the percentile")
     upper: float | None = Field(description="the bucket edge above it; null: +Inf bucket")
     kind: Literal["exact_edge", "interpolated", "interval", "upper_bound", "lower_bound",

@@ -46,6 +46,7 @@ def test_e2e_p99_points_carry_their_bounds(tmp_path: Path) -> None:
     assert first["kind"] == "upper_bound" and (first["lower"], first["upper"]) == (0.0, 0.3)
     assert first["value"] == pytest.approx(0.297) == as_json["points"][0][1]
     assert second["kind"] == "interpolated" and (second["lower"], second["upper"]) == (1.0, 1.5)
+    assert 1.0 < second["refined"] < 1.5 and first["refined"] == first["value"]
     assert third["kind"] == "lower_bound"
     assert (third["lower"], third["upper"]) == (7680.0, None)
     assert empty["kind"] == "no_data" and empty["value"] is None
