@@ -5,6 +5,7 @@ them) stored over ten minutes, read back through the series route."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from monitor.collect.config import TargetConfig
 from monitor.collect.limits import ConfiguredLimits
 from monitor.collect.snapshot import Snapshot
+from monitor.ui.fmt import DASH
 from tests.monitor.api.conftest import CONFIG, Api, served_api
 from tests.monitor.collect.test_batch_limits import AFTER, BEFORE, scraped
 from tests.monitor.store.builders import SCRAPE_SECONDS
@@ -68,6 +70,15 @@ def test_the_series_route_says_which_limit_batch_utilization_is_against(api: Api
     unknown = series(api, "vllm-none", "batch_utilization", end)
     assert all(v is None for _, v in unknown["points"])  # no limit known: null, never 0
     assert unknown["batch_utilization_source"] is None
+
+    # The overview's batch cell says it too, on hover.
+    overview = httpx.get(f"{api.url}/", timeout=30).text
+    cells = re.findall(r'<td class="num" data-figure="batch_utilization"([^>]*)>([^<]*)</td>',
+                       overview)
+    assert sorted(cells) == sorted([
+        ("", DASH), ("", DASH), ("", DASH),  # ref-0, ref-1, vllm-none: no value
+        (' title="against configured_max_num_seqs"', "50.0%"),
+        (' title="against token_budget"', "50.0%")])
 
 
 def test_a_target_shows_its_configured_limits(api: Api) -> None:
