@@ -34,12 +34,13 @@ async def _scrape_under_load(vllm: RunningVllm, config: MonitorConfig) -> list[S
             sends = [asyncio.create_task(client.post(f"{vllm.url}/v1/completions", json={
                 "model": vllm.model, "prompt": f"request {k}: a prompt for the tiny model",
                 "max_tokens": MAX_TOKENS, "ignore_eos": True})) for k in range(CONCURRENT)]
-            while not all(send.done() for send in sends):  # a reading every scrape's time
-                now[0] += 1.0
+            while not all(send.done() for send in sends):  # a reading every 0.1 s
+                await asyncio.sleep(0.1)
+                now[0] += 10.0  # the fake clock: every scrape is due
                 await collector.scrape_once()
             for send in sends:
                 assert (await send).status_code == 200
-        now[0] += 1.0
+        now[0] += 10.0
         await collector.scrape_once()
     return sunk
 
@@ -48,6 +49,7 @@ def test_batch_utilization_of_a_live_vllm_from_its_configured_limits(
         vllm: RunningVllm) -> None:
     config = MonitorConfig.model_validate({"targets": [{
         "name": "vllm", "url": vllm.metrics_url, "engine": "vllm",
+        "scrape_interval_seconds": 10, "scrape_timeout_seconds": 5,  # a busy machine
         "max_num_seqs": MAX_NUM_SEQS, "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS}]})
     snapshots = asyncio.run(_scrape_under_load(vllm, config))
     assert all(s.state is not TargetState.DOWN for s in snapshots)
