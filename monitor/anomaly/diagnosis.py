@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from monitor.anomaly.detectors import Reading
-from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT
+from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT, TOKEN_BUDGET_UTILIZATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +49,17 @@ def diagnose(active: Mapping[str, Reading], current: Mapping[str, float]) -> Dia
         return Diagnosis("memory_leak", "GPU memory grows without more load: a likely leak")
     if on("itl_p99_seconds"):
         return _SLOW_GPU
+    # Steps full of tokens first: batch_utilization is the token budget's where the engine
+    # has no sequence limit, and a full token budget is not a sequence cap.
+    if queueing and value(TOKEN_BUDGET_UTILIZATION) >= _BATCH_FULL:
+        return _TOKEN_BUDGET
     if queueing and value("batch_utilization") >= _BATCH_FULL:
         return Diagnosis("batch_size_cap", "batches are full at the maximum number of "
                          "sequences and requests queue: the batch-size cap limits throughput")
     if on(THROUGHPUT) and not on(OFFERED_LOAD):
         return _SLOW_GPU
     if queueing:
-        return Diagnosis("token_budget", "requests queue while batches are not full and the "
-                         "KV cache has room: the per-step token budget (chunked prefill) "
-                         "limits admission")
+        return _TOKEN_BUDGET
     if on("e2e_p99_seconds"):
         return _SLOW_GPU
     if on(OFFERED_LOAD):
@@ -69,6 +71,10 @@ def diagnose(active: Mapping[str, Reading], current: Mapping[str, float]) -> Dia
     names = ", ".join(sorted(active))
     return Diagnosis("unclassified", f"anomalous: {names}")
 
+
+_TOKEN_BUDGET = Diagnosis("token_budget", "requests queue while batches are not full and the "
+                          "KV cache has room: the per-step token budget (chunked prefill) "
+                          "limits admission")
 
 # Steps take longer: inter-token latency up, less throughput for the same load, or requests
 # taking longer without a queue in front of them.

@@ -18,6 +18,7 @@ from exporters import schema
 from exporters.buckets import QuantileEstimate
 from monitor.anomaly.detectors import Direction
 from monitor.collect.derive import Percentiles
+from monitor.collect.limits import CONFIGURED, LIMIT_SOURCE, BatchSource, choose
 from monitor.collect.snapshot import GaugeStats, HistogramDelta
 from monitor.store import Selector, Store
 from monitor.store.queries import counter_series, gauge_series, histogram_series
@@ -26,6 +27,7 @@ THROUGHPUT: Final = "tokens_per_second"
 OUTPUT_THROUGHPUT: Final = "output_tokens_per_second"  # shown by the API, not scored
 OFFERED_LOAD: Final = "offered_requests_per_second"
 PREFIX_CACHE_HIT_RATIO: Final = "prefix_cache_hit_ratio"  # shown by the API, not scored
+TOKEN_BUDGET_UTILIZATION: Final = "token_budget_utilization"  # shown by the API, not scored
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,9 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
     def gauge(metric: str) -> list[GaugeStats | None]:
         return [v for _, v in gauge_series(store, selector, metric, start, end, step)]
 
+    def histogram(metric: str) -> list[HistogramDelta | None]:
+        return [v for _, v in histogram_series(store, selector, metric, start, end, step)]
+
     def p99(metric: str) -> list[float]:
         return [_p99(v) for _, v in histogram_series(store, selector, metric, start, end,
                                                      step)]
@@ -102,6 +107,7 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
     running, waiting = gauge(schema.REQUESTS_RUNNING), gauge(schema.REQUESTS_WAITING)
     batch_max, kv = gauge(schema.BATCH_SIZE_MAX), gauge(schema.KV_CACHE_USAGE_RATIO)
     memory = gauge(schema.GPU_MEMORY_USED_BYTES)
+    step_tokens, budget = histogram(schema.ITERATION_TOKENS), gauge(schema.BATCHED_TOKENS_MAX)
     ttft, itl = p99(schema.TIME_TO_FIRST_TOKEN), p99(schema.INTER_TOKEN_LATENCY)
     e2e = p99(schema.REQUEST_DURATION)
     rows: list[tuple[float, Row]] = []
@@ -112,6 +118,7 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
         growth = in_flight - previous_in_flight if not math.isnan(previous_in_flight) else 0.0
         previous_in_flight = in_flight
         requests = finished[k] + _zero_if_nan(rejected[k], finished[k])  # finished + rejected
+        token_utilization = _token_utilization(step_tokens[k], budget[k])
         rows.append((t, {
             THROUGHPUT: (prompt[k] + generated[k]) / seconds,
             OUTPUT_THROUGHPUT: generated[k] / seconds,
@@ -125,7 +132,9 @@ def read_features(store: Store, target: str, start: float, end: float, step: flo
                             if requests > 0 else math.nan),
             "gpu_memory_used_bytes": _stat(memory[k], lambda g: g.mean),
             "preemptions_per_second": _zero_if_nan(preemptions[k], finished[k]) / seconds,
-            "batch_utilization": _utilization(running[k], batch_max[k]),
+            "batch_utilization": choose(_utilization(running[k], batch_max[k]), False,
+                                        token_utilization)[0],
+            TOKEN_BUDGET_UTILIZATION: token_utilization,
             PREFIX_CACHE_HIT_RATIO: (cache_hits[k] / cache_queries[k]
                                      if cache_queries[k] > 0 else math.nan),
         }))
@@ -186,3 +195,29 @@ def _utilization(running: GaugeStats | None, limit: GaugeStats | None) -> float:
     if running is None or limit is None or not limit.mean > 0:
         return math.nan
     return running.mean / limit.mean
+
+
+def _token_utilization(steps: HistogramDelta | None, budget: GaugeStats | None) -> float:
+    """Mean tokens per engine step over the token budget; NaN without a step or a budget."""
+    if steps is None or not steps.count > 0 or budget is None or not budget.mean > 0:
+        return math.nan
+    return steps.sum / steps.count / budget.mean
+
+
+def batch_utilization_sources(store: Store, target: str, start: float, end: float,
+                              step: float) -> list[tuple[float, BatchSource | None]]:
+    """(step end, what ``batch_utilization`` of that step of ``read_features`` is computed
+    against): the engine's sequence limit, the configured one (monitor/collect/limits.py),
+    the token budget, or None where it has no value."""
+    selector = Selector(target=target)
+
+    def gauge(metric: str, where: dict[str, str] | None = None) -> list[GaugeStats | None]:
+        return [v for _, v in gauge_series(store, selector, metric, start, end, step, where)]
+
+    running, limit = gauge(schema.REQUESTS_RUNNING), gauge(schema.BATCH_SIZE_MAX)
+    configured = gauge(schema.BATCH_SIZE_MAX, {LIMIT_SOURCE: CONFIGURED})
+    budget = gauge(schema.BATCHED_TOKENS_MAX)
+    step_tokens = histogram_series(store, selector, schema.ITERATION_TOKENS, start, end, step)
+    return [(t, choose(_utilization(running[k], limit[k]), configured[k] is not None,
+                       _token_utilization(tokens, budget[k]))[1])
+            for k, (t, tokens) in enumerate(step_tokens)]

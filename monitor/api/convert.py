@@ -95,6 +95,8 @@ def target_out(target: TargetConfig, status: TargetStatus,
                      last_scrape_at=status.last_scrape_at,
                      last_scrape_seconds=status.last_scrape_seconds,
                      last_error=status.last_error,
+                     max_num_seqs=target.max_num_seqs,
+                     max_num_batched_tokens=target.max_num_batched_tokens,
                      headroom=headroom_out(headroom) if headroom is not None else None)
 
 

@@ -8,6 +8,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from monitor.collect.limits import BatchSource
+
 T = TypeVar("T")
 
 
@@ -144,6 +146,9 @@ class TargetOut(BaseModel):
     last_scrape_seconds: float | None
     last_error: str | None
     headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
+    # The engine's batch limits as configured (null: not given; the engine may export them).
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
 
 
 class PercentilePointOut(BaseModel):
@@ -176,6 +181,13 @@ class SeriesOut(BaseModel):
     estimates: list[PercentilePointOut] | None = Field(
         default=None, description="percentile metrics only: per point of ``points``, the "
                                   "bucket edges around the value and what it may claim")
+    batch_utilization_source: BatchSource | None = Field(
+        default=None,
+        description="batch_utilization and token_budget_utilization only: what the latest "
+                    "point with a value is computed against: running requests over the "
+                    "engine's exported max_num_seqs (engine_limit) or the target's configured "
+                    "max_num_seqs (configured_max_num_seqs), or mean tokens per engine step "
+                    "over max_num_batched_tokens (token_budget); null: no value")
 
 
 class RunOut(BaseModel):

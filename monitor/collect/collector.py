@@ -25,6 +25,7 @@ from types import TracebackType
 import httpx
 
 from monitor.collect.config import ConfigWatcher, MonitorConfig, TargetConfig
+from monitor.collect.limits import ConfiguredLimits
 from monitor.collect.snapshot import Snapshot, TargetState
 from monitor.collect.sources import TargetSource, source_for
 
@@ -47,6 +48,7 @@ class _Target:
 
     config: TargetConfig
     source: TargetSource = field(repr=False)
+    limits: ConfiguredLimits = field(repr=False)  # batch limits the engine may not export
     last_attempt: float | None = None  # clock time of the last scrape, the next one's start
     next_due: float | None = None  # clock time scrape_once scrapes it next
     busy: bool = False  # a scrape is queued or in flight: a second one is skipped, not piled
@@ -180,7 +182,8 @@ class Collector:
         """The target's window [last attempt, now) from its source; DOWN when it fails."""
         name = state.config.name
         try:
-            snapshot = await state.source.snapshot(state.last_attempt, started)
+            snapshot = state.limits.apply(
+                await state.source.snapshot(state.last_attempt, started))
         except Exception as exc:  # a bug must not stop the collector; the next scrape may work
             logger.exception("target %s: scrape failed unexpectedly", name)
             state.source.reset()
@@ -197,7 +200,10 @@ class Collector:
         return snapshot
 
     def _new_target(self, config: TargetConfig) -> _Target:
-        return _Target(config, source_for(config, self._http, lambda: self._config.max_body_bytes))
+        source = source_for(config, self._http, lambda: self._config.max_body_bytes)
+        limits = ConfiguredLimits(config.name, config.max_num_seqs,
+                                  config.max_num_batched_tokens)
+        return _Target(config, source, limits)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

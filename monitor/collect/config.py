@@ -14,6 +14,8 @@
         engine: auto               # or a mapping table: vllm, tgi, sglang, triton, llamacpp, ...
         labels: {model: tiny, role: baseline}
         capacity: {sweep: nightly} # optional: live headroom against a stored sweep (or numbers)
+        max_num_seqs: 256          # optional: the engine's batch limits (vLLM's names), for
+        max_num_batched_tokens: 8192  # batch utilization where the engine does not export them
     headroom: {warn_below_ratio: 0.2, for_seconds: 300}   # optional (monitor/headroom/config.py)
     ha: {poll_seconds: 1}          # optional: replicas on PostgreSQL (monitor/service/leader.py)
 
@@ -114,6 +116,11 @@ class TargetConfig(_Section):
     promql_delay_seconds: float = Field(default=30.0, ge=0)
     # What the target sustains within its SLO (a stored sweep or numbers): its live headroom.
     capacity: CapacityConfig | None = None
+    # The engine's batch limits as it was started with them (vLLM's --max-num-seqs and
+    # --max-num-batched-tokens): batch utilization for engines that do not export their limits
+    # (monitor/collect/limits.py). An exported limit wins over these.
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
 
     _labels_ok = field_validator("labels")(_check_labels)
 

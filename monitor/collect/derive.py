@@ -25,6 +25,7 @@ from exporters.buckets import (
     estimate_quantile,
 )
 from exporters.schema import SCHEMA, MetricType
+from monitor.collect.limits import BatchSource, choose, is_configured
 from monitor.collect.snapshot import (
     GaugeStats,
     HistogramDelta,
@@ -40,10 +41,11 @@ NAN: Final = math.nan
 
 # Gauges that are not amounts: merging replicas pools their readings (a mean across replicas)
 # instead of adding them. Everything else (requests running, blocks, bytes, watts, limits
-# such as max batch size) adds up across replicas.
+# such as max batch size) adds up across replicas. The token budget is a limit of one step,
+# held against the mean tokens of one step (the replicas' steps pooled): pooled too.
 _POOLED_UNITS: Final = frozenset({"ratio", "celsius", "hertz"})
 POOLED_GAUGES: Final[frozenset[str]] = frozenset(
-    {schema.KV_CACHE_BLOCK_SIZE_TOKENS, schema.GPU_UP}
+    {schema.KV_CACHE_BLOCK_SIZE_TOKENS, schema.GPU_UP, schema.BATCHED_TOKENS_MAX}
     | {spec.name for spec in SCHEMA if spec.type is MetricType.GAUGE and spec.unit in _POOLED_UNITS}
 )
 
@@ -133,7 +135,9 @@ class Derived:
     prompt_tokens_per_second: float
     generation_tokens_per_second: float
     requests_per_second: float  # requests that finished, any finish reason
-    batch_utilization: float  # mean running requests / max batch size
+    # Mean running requests / max batch size (max_num_seqs, the engine's or the config's);
+    # without one, token_budget_utilization. batch_utilization_source says which (None: NaN).
+    batch_utilization: float
     kv_cache_usage_ratio_mean: float
     kv_cache_usage_ratio_max: float
     # Prompt tokens found in the prefix cache / looked up, over the window (engines that
@@ -150,6 +154,10 @@ class Derived:
     num_requests: float  # finished plus rejected at admission: the error ratios' denominator
     num_errors: Mapping[str, float] = field(default_factory=dict)  # by error_type
     error_ratio: Mapping[str, float] = field(default_factory=dict)  # by error_type
+    batch_utilization_source: BatchSource | None = None
+    # Mean tokens per engine step / the step's token budget (max_num_batched_tokens); NaN
+    # when no step ran in the window (a mean of no steps) or the budget is unknown.
+    token_budget_utilization: float = NAN
 
     @property
     def duration_seconds(self) -> float:
@@ -174,9 +182,9 @@ class Derived:
 
 _SCALARS: Final = (
     "prompt_tokens_per_second", "generation_tokens_per_second", "requests_per_second",
-    "batch_utilization", "kv_cache_usage_ratio_mean", "kv_cache_usage_ratio_max",
-    "prefix_cache_hit_ratio", "gpu_memory_used_bytes", "queue_depth_mean", "queue_depth_max",
-    "num_requests", "duration_seconds",
+    "batch_utilization", "token_budget_utilization", "kv_cache_usage_ratio_mean",
+    "kv_cache_usage_ratio_max", "prefix_cache_hit_ratio", "gpu_memory_used_bytes",
+    "queue_depth_mean", "queue_depth_max", "num_requests", "duration_seconds",
 )
 
 
@@ -229,14 +237,17 @@ def derive(snapshot: Snapshot, where: Mapping[str, str] | None = None) -> Derive
     errors, num_requests, ratios = _errors(view, num_finished)
     waiting = view.gauge_stats(schema.REQUESTS_WAITING)
     kv_mean, kv_max = _kv_usage(view)
+    token_utilization = _token_budget_utilization(view)
+    batch_utilization, batch_source = choose(*_seq_utilization(view), token_utilization)
     return Derived(
         target=snapshot.target, start=snapshot.start, end=snapshot.end, state=snapshot.state,
         prompt_tokens_per_second=_per_second(view.counter_total(schema.PROMPT_TOKENS), duration),
         generation_tokens_per_second=_per_second(
             view.counter_total(schema.GENERATION_TOKENS), duration),
         requests_per_second=_per_second(num_finished, duration),
-        batch_utilization=_ratio(_sum(view.gauge_means(schema.REQUESTS_RUNNING)),
-                                 _sum(view.gauge_means(schema.BATCH_SIZE_MAX))),
+        batch_utilization=batch_utilization,
+        batch_utilization_source=batch_source,
+        token_budget_utilization=token_utilization,
         kv_cache_usage_ratio_mean=kv_mean,
         kv_cache_usage_ratio_max=kv_max,
         prefix_cache_hit_ratio=_ratio(view.counter_total(schema.PREFIX_CACHE_HITS),
@@ -252,6 +263,25 @@ def derive(snapshot: Snapshot, where: Mapping[str, str] | None = None) -> Derive
         e2e=Latency.of(view.histogram(schema.REQUEST_DURATION)),
         num_requests=num_requests, num_errors=errors, error_ratio=ratios,
     )
+
+
+def _seq_utilization(view: _View) -> tuple[float, bool]:
+    """Running requests over the sequence limits (a ratio of sums: engine cores and replicas
+    weigh by their limit), and whether a limit came from the config."""
+    limits = view.gauges.get(schema.BATCH_SIZE_MAX, [])
+    utilization = _ratio(_sum(view.gauge_means(schema.REQUESTS_RUNNING)),
+                         _sum([stats.mean for _, stats in limits]))
+    return utilization, any(is_configured(labels) for labels, _ in limits)
+
+
+def _token_budget_utilization(view: _View) -> float:
+    """Mean tokens per engine step (the histogram's sum over its count) over the mean
+    token budget of the series (one step's budget: pooled, not added up)."""
+    steps = view.histogram(schema.ITERATION_TOKENS)
+    budgets = view.gauge_means(schema.BATCHED_TOKENS_MAX)
+    if steps is None or not steps.count > 0 or not budgets:
+        return NAN
+    return _ratio(steps.sum / steps.count, math.fsum(budgets) / len(budgets))
 
 
 def _per_second(increase: float, duration: float) -> float:

@@ -105,6 +105,13 @@ def _mean(t: TargetSpec, spec: MetricSpec, _: MetricSpec | None) -> str:
     return f"{_rate(spec, t.by, '_sum')} / {_rate(spec, t.by, '_count')}"
 
 
+def _mean_over(t: TargetSpec, spec: MetricSpec, over: MetricSpec | None) -> str:
+    # A histogram's mean observation over a limit of one observation (tokens per step over
+    # the step's token budget): the limit aggregated with `agg` (avg: one step's limit).
+    assert over is not None
+    return f"({_mean(t, spec, None)}) / {t.agg}{_by(t.by)} ({selector(over)})"
+
+
 def _heatmap(t: TargetSpec, spec: MetricSpec, _: MetricSpec | None) -> str:
     # increase per interval, not rate: the heatmap's cells then count observations.
     return f"sum by (le) (increase({selector(spec, '_bucket')}[{RATE_WINDOW}]))"
@@ -153,8 +160,8 @@ def _error_ratio(t: TargetSpec, spec: MetricSpec, over: MetricSpec | None) -> st
 
 _ENGINE_FORMS: Final[dict[str, Callable[[TargetSpec, MetricSpec, MetricSpec | None], str]]] = {
     "rate": _rate_form, "rate_trend": _rate_trend, "rate_baseline": _rate_baseline,
-    "mean": _mean, "heatmap": _heatmap, "gauge": _gauge, "ratio": _ratio, "count": _count,
-    "count_changes": _count_changes, "per_replica": _per_replica,
+    "mean": _mean, "mean_over": _mean_over, "heatmap": _heatmap, "gauge": _gauge,
+    "ratio": _ratio, "count": _count, "count_changes": _count_changes, "per_replica": _per_replica,
     "cost_per_million_tokens": _cost, "error_ratio": _error_ratio,
 }
 

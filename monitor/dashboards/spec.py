@@ -21,8 +21,9 @@ from exporters.schema import MetricSpec, MetricType
 PACKAGED: Final = "monitor/dashboards/panels.yaml"
 
 Form = Literal[
-    "rate", "rate_trend", "rate_baseline", "quantiles", "mean", "heatmap", "gauge", "ratio",
-    "count", "count_changes", "per_replica", "cost_per_million_tokens", "error_ratio",
+    "rate", "rate_trend", "rate_baseline", "quantiles", "mean", "mean_over", "heatmap",
+    "gauge", "ratio", "count", "count_changes", "per_replica", "cost_per_million_tokens",
+    "error_ratio",
     "slo_budget_remaining", "slo_exhaustion_hours", "slo_alert_state", "slo_alerts",
     "capacity_headroom",
 ]
@@ -37,11 +38,12 @@ FORM_TYPES: Final[dict[str, MetricType | None]] = {
     "rate_baseline": MetricType.COUNTER, "per_replica": MetricType.COUNTER,
     "cost_per_million_tokens": MetricType.COUNTER, "error_ratio": MetricType.COUNTER,
     "quantiles": MetricType.HISTOGRAM, "mean": MetricType.HISTOGRAM,
+    "mean_over": MetricType.HISTOGRAM,
     "heatmap": MetricType.HISTOGRAM, "gauge": MetricType.GAUGE, "ratio": MetricType.GAUGE,
     "count": None, "count_changes": None,
 }
-NEEDS_OVER: Final = frozenset({"ratio", "per_replica", "cost_per_million_tokens",
-                               "error_ratio"})
+NEEDS_OVER: Final = frozenset({"ratio", "mean_over", "per_replica",
+                               "cost_per_million_tokens", "error_ratio"})
 TARGET_LABELS: Final = ("job", "instance")  # added by Prometheus to every scraped series
 # Labels of the monitor's own headroom series (monitor/headroom/metrics.py).
 HEADROOM_LABELS: Final = ("target", "dimension")
@@ -104,7 +106,7 @@ class TargetSpec(_Model):
             if label not in (*spec.labels, *TARGET_LABELS):
                 raise ValueError(f"by: {self.metric} has no label {label!r} "
                                  f"(its labels: {', '.join(spec.labels) or 'none'})")
-        if over is not None and self.form in ("ratio", "per_replica",
+        if over is not None and self.form in ("ratio", "mean_over", "per_replica",
                                               "cost_per_million_tokens"):
             missing = [b for b in self.by if b not in (*over.labels, *TARGET_LABELS)]
             if missing:

@@ -175,11 +175,14 @@ def counter_series(store: Store, selector: Selector, metric: str, start: float, 
 
 
 def gauge_series(store: Store, selector: Selector, metric: str, start: float, end: float,
-                 step: float) -> list[tuple[float, GaugeStats | None]]:
-    """Gauge statistics per step (mean, min, max, last); None where nothing was read."""
+                 step: float, where: Mapping[str, str] | None = None
+                 ) -> list[tuple[float, GaugeStats | None]]:
+    """Gauge statistics per step (mean, min, max, last) of the series (whose labels include
+    ``where``) pooled; None where nothing was read."""
     steps = StepGrid(start, end, step)
     with read_connection(store.engine) as conn:
-        targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.GAUGE, steps)
+        targets, series, pieces = _prepare(conn, selector, metric, SeriesKind.GAUGE, steps,
+                                           where)
         totals = gauge_totals(conn, pieces, targets, series, by_end=True)
     merged: dict[int, GaugeStats] = {}
     for (end_time,), g in sorted(totals.items()):  # in time order: merge keeps the later last

@@ -17,6 +17,7 @@ from typing import Final
 from exporters import schema
 from exporters.buckets import estimate_quantile
 from monitor.collect.derive import Derived, derive, merged_histogram
+from monitor.collect.limits import BatchSource
 from monitor.collect.snapshot import Snapshot, TargetState
 from monitor.store import Store
 from monitor.store.queries import Selector, window_by_target
@@ -34,15 +35,21 @@ class TargetFigures:
     # Percentile figures the buckets only bound ("< 300.0 ms": all in the first bucket;
     # issue 21), shown instead of the number, which stays in ``values``.
     bounded: dict[str, str] = field(default_factory=dict)
+    # What the batch utilization shown is computed against (monitor/collect/limits.py).
+    batch_source: BatchSource | None = None
 
 
-def _figures(snapshot: Snapshot) -> dict[str, tuple[float, str | None]]:
-    """Each figure's value in one minute, with its bound text where it is only a bound.
+def _figures(snapshot: Snapshot) -> tuple[dict[str, tuple[float, str | None]],
+                                          BatchSource | None]:
+    """Each figure's value in one minute, with its bound text where it is only a bound, and
+    what the batch utilization is computed against.
 
     derive() without the histograms gives the scalars; the two p99s are estimated alone:
     derive would estimate every quantile of every latency histogram, 12 times the work the
     page needs (most of the overview's CPU with 200 targets)."""
-    d: Derived = derive(dataclasses.replace(snapshot, histograms={}))
+    steps = {key: delta for key, delta in snapshot.histograms.items()  # the token budget's
+             if key.partition("{")[0] == schema.ITERATION_TOKENS}
+    d: Derived = derive(dataclasses.replace(snapshot, histograms=steps))
     out: dict[str, tuple[float, str | None]] = {
         # As the series route counts it: a token counter the answering target does not
         # export adds nothing (derive says NaN: not exported).
@@ -59,7 +66,7 @@ def _figures(snapshot: Snapshot) -> dict[str, tuple[float, str | None]]:
             continue
         estimate = estimate_quantile(0.99, histogram.bounds, histogram.cumulative())
         out[figure] = (estimate.value, estimate.text(millis) if estimate.is_bound else None)
-    return out
+    return out, d.batch_utilization_source
 
 
 def _zero_if_nan(value: float) -> float:
@@ -78,7 +85,10 @@ def latest_figures(store: Store, end: float) -> dict[str, TargetFigures]:
             if snapshot.state is TargetState.DOWN:
                 continue
             target = found.setdefault(name, TargetFigures())
-            for figure, (value, bound) in _figures(snapshot).items():
+            values, batch_source = _figures(snapshot)
+            if batch_source is not None:  # with the batch utilization it says how to read
+                target.batch_source = batch_source
+            for figure, (value, bound) in values.items():
                 if math.isfinite(value):
                     target.values[figure] = value
                     if bound is None:

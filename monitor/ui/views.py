@@ -32,6 +32,7 @@ class TargetRow:
     # Percentile figures the buckets only bound ("< 300.0 ms": all in the first bucket;
     # issue 21), shown instead of the number; the number stays in ``figures``.
     bounded: dict[str, str] = field(default_factory=dict)
+    batch_source: str | None = None  # what the batch figure is computed against
 
 
 @dataclass
@@ -88,7 +89,8 @@ def overview(state: ServiceState, now: float | None = None) -> Overview:
         found = figures.get(t.name, TargetFigures())
         rows.append(TargetRow(target_out(t, state.scrapes.status(t.name), state.headroom(t.name)),
                               {k: finite(v) if v is not None else None
-                               for k, v in found.values.items()}, found.bounded))
+                               for k, v in found.values.items()}, found.bounded,
+                              found.batch_source.value if found.batch_source else None))
     firing = [a for a in alerts(state) if a.state == "firing"]
     return Overview(rows, firing, start, end)
 

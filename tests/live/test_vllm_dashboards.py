@@ -29,6 +29,8 @@ DASHBOARD = "inferwatch-inference.json"
 NUM_REQUESTS, RATE = 24, 3.0
 _P = DASHBOARD + " / "
 _NO_BATCH_LIMIT = "vLLM exports no batch limit (max_num_seqs): gen_ai_server_batch_size_max"
+_NO_TOKEN_BUDGET = ("vLLM exports no token budget (max_num_batched_tokens): "
+                    "gen_ai_server_batched_tokens_max")
 _NO_BATCH_SIZE = ("vLLM has no per-step batch-size histogram (iteration_tokens counts tokens, "
                   "not sequences)")
 _NO_GPU = "the CPU build has no GPU, and no DCGM exporter runs beside it"
@@ -36,6 +38,7 @@ _MONITOR = "the monitor's own series (its /metrics), not scraped in this stack"
 # Panel targets that a vLLM 0.32 on the CPU build leaves empty, and why (from a live run).
 NO_DATA: dict[str, str] = {
     _P + "Batch and KV-cache utilization / A": _NO_BATCH_LIMIT,
+    _P + "Batch and KV-cache utilization / B": _NO_TOKEN_BUDGET,
     **{_P + f"Batch size (quantiles and mean) / {q}": _NO_BATCH_SIZE for q in "ABCD"},
     _P + "Batch size distribution / A": _NO_BATCH_SIZE,
     _P + "Capacity headroom / A": _MONITOR,

@@ -12,6 +12,8 @@ from monitor.anomaly.features import (
     PREFIX_CACHE_HIT_RATIO,
     SCORED,
     THROUGHPUT,
+    TOKEN_BUDGET_UTILIZATION,
+    batch_utilization_sources,
     read_features,
 )
 from monitor.api.convert import finite, target_out
@@ -23,6 +25,7 @@ from monitor.api.timeparse import parse_range
 from monitor.headroom.capacity import CapacityError, headroom, resolve
 from monitor.headroom.load import load_series
 from monitor.api.state import ServiceState
+from monitor.collect.limits import BatchSource
 
 router = APIRouter(prefix="/api/v1/targets", tags=["targets"])
 
@@ -30,13 +33,14 @@ HEADROOM: Final = "headroom_ratio"  # against the target's capacity: block (moni
 # Metric -> unit: the anomaly detectors' per-step features, and the headroom.
 UNITS: Final[dict[str, str]] = {
     THROUGHPUT: "tokens/s", OUTPUT_THROUGHPUT: "tokens/s", "batch_utilization": "ratio",
-    HEADROOM: "ratio", PREFIX_CACHE_HIT_RATIO: "ratio",
+    HEADROOM: "ratio", PREFIX_CACHE_HIT_RATIO: "ratio", TOKEN_BUDGET_UTILIZATION: "ratio",
     **{f.name: f.unit or "ratio" for f in SCORED}}
 MetricName = Literal[
     "tokens_per_second", "output_tokens_per_second", "offered_requests_per_second",
     "ttft_p99_seconds", "itl_p99_seconds", "e2e_p99_seconds", "kv_cache_usage_ratio",
     "queue_depth", "error_ratio", "gpu_memory_used_bytes", "preemptions_per_second",
-    "batch_utilization", "prefix_cache_hit_ratio", "headroom_ratio"]
+    "batch_utilization", "token_budget_utilization", "prefix_cache_hit_ratio",
+    "headroom_ratio"]
 MAX_POINTS: Final = 11_000  # Prometheus' limit per range query
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
 _BAD_OR_NOT_FOUND: dict[int | str, dict[str, Any]] = {**_NOT_FOUND, 400: {"model": ErrorBody}}
@@ -82,8 +86,26 @@ def series(state: StateDep, name: str, metric: MetricName,
     estimates = None
     if metric in PERCENTILE_METRICS:
         estimates = percentile_points(state.store, name, metric, [t for t, _ in points], step)
+    source = None
+    if metric == "batch_utilization":
+        source = _latest_batch_source(state, name, points, start_s, end_s, step)
+    elif metric == TOKEN_BUDGET_UTILIZATION and any(v is not None for _, v in points):
+        source = BatchSource.TOKEN_BUDGET
     return SeriesOut(target=name, metric=metric, unit=UNITS[metric], start=start_s, end=end_s,
-                     step=step, points=points, estimates=estimates)
+                     step=step, points=points, estimates=estimates,
+                     batch_utilization_source=source)
+
+
+def _latest_batch_source(state: ServiceState, name: str,
+                         points: list[tuple[float, float | None]], start: float, end: float,
+                         step: float) -> BatchSource | None:
+    """What the latest point with a value is computed against (a config edit or an engine
+    upgrade may change it within the range)."""
+    latest = next((t for t, v in reversed(points) if v is not None), None)
+    if latest is None:
+        return None
+    sources = dict(batch_utilization_sources(state.store, name, start, end, step))
+    return sources.get(latest)
 
 
 

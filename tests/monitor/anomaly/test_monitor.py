@@ -166,6 +166,10 @@ def test_diagnosis_names_the_likely_limit() -> None:
                     {"kv_cache_usage_ratio": 0.97}).limit == "kv_cache_pressure"
     assert diagnose({"queue_depth": reading()}, {"batch_utilization": 1.0}
                     ).limit == "batch_size_cap"
+    # The same full batch when it is the token budget's (an engine without a sequence limit)
+    assert diagnose({"queue_depth": reading()}, {"batch_utilization": 1.0,
+                                                 "token_budget_utilization": 1.0}
+                    ).limit == "token_budget"
     assert diagnose({"queue_depth": reading(), "ttft_p99_seconds": reading()},
                     {"batch_utilization": 0.4, "kv_cache_usage_ratio": 0.3}
                     ).limit == "token_budget"

@@ -1,6 +1,6 @@
 """The arithmetic panels, worked out by hand and checked by Prometheus' own engine (promtool
 test rules) on series whose rates are known: cost, tokens per replica, error ratio, batch
-utilization, replicas."""
+utilization and token budget, replicas."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ INPUT_SERIES = [
     {"series": f"gen_ai_server_requests_running{{{B}}}", "values": "8x20"},
     {"series": f"gen_ai_server_batch_size_max{{{A}}}", "values": "64x20"},
     {"series": f"gen_ai_server_batch_size_max{{{B}}}", "values": "64x20"},
+    # Steps of 512 tokens on A (2/s), of 1024 on B (1/s); a token budget of 2048 each.
+    {"series": f"gen_ai_server_iteration_tokens_sum{{{A}}}", "values": "0+61440x20"},
+    {"series": f"gen_ai_server_iteration_tokens_count{{{A}}}", "values": "0+120x20"},
+    {"series": f"gen_ai_server_iteration_tokens_sum{{{B}}}", "values": "0+61440x20"},
+    {"series": f"gen_ai_server_iteration_tokens_count{{{B}}}", "values": "0+60x20"},
+    {"series": f"gen_ai_server_batched_tokens_max{{{A}}}", "values": "2048x20"},
+    {"series": f"gen_ai_server_batched_tokens_max{{{B}}}", "values": "2048x20"},
     {"series": f'gen_ai_server_requests_total{{{A},finish_reason="length"}}',
      "values": "0+2880x20"},
     {"series": f'gen_ai_server_requests_total{{{B},finish_reason="error"}}',
@@ -57,11 +64,14 @@ def _target_expr(title: str) -> str:
     return substitute(panel["targets"][0]["expr"], {**GRAFANA_VALUES, "__rate_interval": "5m"})
 
 
-def _batch_utilization() -> tuple[str, list[tuple[str, float]]]:
+def _batch_utilization() -> list[tuple[str, list[tuple[str, float]]]]:
     dashboard = load_dashboards()[INFERENCE]
     panel = next(p for p in panels(dashboard) if p["title"] == "Batch and KV-cache utilization")
-    expr = substitute(panel["targets"][0]["expr"], GRAFANA_VALUES)
-    return expr, [('{model="m"}', 24 / 128)]  # 16 + 8 running of 64 + 64 slots
+    running, budget = (substitute(panel["targets"][k]["expr"],
+                                  {**GRAFANA_VALUES, "__rate_interval": "5m"}) for k in (0, 1))
+    return [(running, [('{model="m"}', 24 / 128)]),  # 16 + 8 running of 64 + 64 slots
+            # (1024 + 1024) tokens/s over 3 steps/s, against one step's budget of 2048
+            (budget, [('{model="m"}', 2048 / 3 / 2048)])]
 
 
 def within(expr: str, value: float) -> str:
@@ -72,7 +82,7 @@ def within(expr: str, value: float) -> str:
 
 def test_arithmetic_panels_compute_the_hand_worked_values(tmp_path: Path) -> None:
     cases = [(_target_expr(title), samples) for title, samples in EXPECTED]
-    cases.append(_batch_utilization())
+    cases += _batch_utilization()
     tests: list[dict[str, Any]] = [{
         "interval": "1m",
         "input_series": INPUT_SERIES,
