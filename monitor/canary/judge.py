@@ -437,31 +437,31 @@ def design_effect(b: FloatArray, c: FloatArray, b_groups: npt.NDArray[np.int64],
                   c_groups: npt.NDArray[np.int64]) -> float:
     """The variance of the Mann-Whitney statistic (as P(canary > baseline)) with samples
     correlated within their cluster, over its variance for independent samples; at least 1.
+
     Both from the placements (DeLong): each canary sample's share of baseline samples below
-    it (ties half) and each baseline sample's share of canary samples above it; the robust
-    variance sums their deviations per cluster before squaring (with the G/(G-1) small-sample
-    factor). 1.0 when a side has fewer than 2 clusters (nothing to estimate it from) or the
-    placements do not vary. ``b`` and ``c`` sorted, groups aligned with them."""
+    it and each baseline sample's share of canary samples above it (ties half), whose mean
+    deviations sum to the statistic's. The robust variance sums the deviations per cluster
+    before squaring (G/(G-1) small-sample factor). A label names the same cluster on both
+    sides (the same interval of a paired run): a stall of the machine that slows both
+    sides' requests in an interval moves the two sums in opposite directions and cancels,
+    as it should; only what differs between the sides counts. 1.0 when there are fewer than
+    2 clusters (nothing to estimate it from) or the placements do not vary. ``b`` and ``c``
+    sorted, groups aligned with them."""
     n, m = b.size, c.size
     if n < 2 or m < 2:
         return 1.0
     v10 = (np.searchsorted(b, c, "left") + np.searchsorted(b, c, "right")) / (2.0 * n)
     v01 = 1.0 - (np.searchsorted(c, b, "left") + np.searchsorted(c, b, "right")) / (2.0 * m)
+    theta = float(v10.mean())
     independent = float(np.var(v10, ddof=1) / m + np.var(v01, ddof=1) / n)
-    robust = _clustered_variance(v10, c_groups) + _clustered_variance(v01, b_groups)
-    if not (independent > 0 and math.isfinite(robust)):
-        return 1.0
-    return max(1.0, robust / independent)
-
-
-def _clustered_variance(placements: FloatArray, groups: npt.NDArray[np.int64]) -> float:
-    """The variance of the placements' mean with clusters ``groups`` (NaN for < 2)."""
-    labels, index = np.unique(groups, return_inverse=True)
+    labels, index = np.unique(np.concatenate([c_groups, b_groups]), return_inverse=True)
     g = labels.size
-    if g < 2:
-        return math.nan
-    sums = np.bincount(index, weights=placements - placements.mean(), minlength=g)
-    return float(g / (g - 1) * np.sum(sums ** 2) / placements.size ** 2)
+    if g < 2 or not independent > 0:
+        return 1.0
+    deviations = np.concatenate([(v10 - theta) / m, (v01 - theta) / n])
+    sums = np.bincount(index, weights=deviations, minlength=g)
+    robust = float(g / (g - 1) * np.sum(sums ** 2))
+    return max(1.0, robust / independent)
 
 
 def _kth_difference(b: FloatArray, c: FloatArray, k: int, tol: float) -> float:
