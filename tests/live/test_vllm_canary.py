@@ -99,9 +99,11 @@ def test_a_configuration_that_queues_fails(engines: Engines, tmp_path: Path) -> 
     judged = document["judgement"]
     assert (code, judged["outcome"]) == (1, "fail"), json.dumps(judged, indent=1)
     worse = {name for name, verdict in verdicts(document).items() if verdict == "high"}
-    # TTFT per request and its per-interval p99 (critical: the run fails on it alone), and
-    # the end-to-end latency in one form or the other.
-    assert {"ttft", "ttft_p99"} <= worse and worse & {"e2e", "e2e_p99"}, worse
+    # The queue shows in TTFT, per request and in its per-interval p99 (critical: the run
+    # fails on it alone). E2E is not asserted: one sequence at a time decodes faster than
+    # the baseline's batch on a starved CPU, which offset the wait in a run under heavy load.
+    assert {"ttft", "ttft_p99"} <= worse, worse
+    assert judged["critical_failures"] == ["ttft_p99"]
     # The slowdown is real, not the judge's luck: the load generator's own median TTFT...
     base_ttft = client_ttft_median(tmp_path / "baseline.jsonl")
     slow_ttft = client_ttft_median(tmp_path / "canary.jsonl")
