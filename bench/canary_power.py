@@ -8,7 +8,8 @@ got, and ``--calibrate`` searches the factor for ``--target-effect`` instead).
 Each phase's records are cut into intervals.
 
 A trial is one 10-minute comparison: 60 intervals of both sides judged with the packaged
-judge configuration, exactly as the CLI does (samples.combine -> judge). Trials are drawn
+judge configuration, exactly as the CLI does (samples.combine -> judge, per-request
+samples clustered by interval). Trials are drawn
 two ways:
 
 * real: consecutive disjoint windows of each phase (few, but nothing resampled);
@@ -48,7 +49,7 @@ import numpy as np
 from monitor.canary.config import load_judge_config
 from monitor.canary.judge import JudgeConfig, Outcome, hodges_lehmann, judge
 from monitor.canary.run import run_both
-from monitor.canary.samples import IntervalData, combine, split_intervals
+from monitor.canary.samples import IntervalData, clusters, combine, split_intervals
 from monitor.demo import reference_server
 from monitor.loadgen.runner import Endpoint, Limits, RunResult
 from monitor.loadgen.workload import LengthDist, WorkloadSpec
@@ -107,8 +108,8 @@ def pooled_p99_ratio(phase: Phase, metric: str = "ttft") -> float:
 
 
 def trial(phase: Phase, indices: Sequence[int], config: JudgeConfig) -> tuple[Outcome, list[str]]:
-    judgement = judge(combine([phase.baseline[i] for i in indices]),
-                      combine([phase.canary[i] for i in indices]), config)
+    b, c = [phase.baseline[i] for i in indices], [phase.canary[i] for i in indices]
+    judgement = judge(combine(b), combine(c), config, (clusters(b), clusters(c)))
     flagged = [r.name for r in judgement.results if r.verdict.value in ("high", "low")]
     return judgement.outcome, flagged
 

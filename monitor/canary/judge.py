@@ -121,6 +121,9 @@ class MetricResult:
     effect: float
     effect_ci: tuple[float, float]
     reason: str
+    # How much the samples' clustering in time widens the interval (variance ratio, >= 1):
+    # 1.0 for independent samples or when no clusters were given.
+    design_effect: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: enums as their values, NaN as None."""
@@ -144,6 +147,7 @@ class MetricResult:
             "effect": _json_float(self.effect),
             "effect_ci": [_json_float(v) for v in self.effect_ci],
             "reason": self.reason,
+            "design_effect": self.design_effect,
         }
 
 
@@ -190,7 +194,8 @@ class Judgement:
 
 def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
             confidence: float = 0.95,
-            gate: Literal["interval", "estimate"] = "interval") -> MetricResult:
+            gate: Literal["interval", "estimate"] = "interval",
+            clusters: tuple[Sequence[int], Sequence[int]] | None = None) -> MetricResult:
     """Classify ``canary`` against ``baseline`` for one metric.
 
     1. Non-finite samples are removed or replaced by 0.0 (``spec.nan_strategy``). If either
@@ -199,7 +204,15 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
        PASS (shift 0, effect 1.0, or 0.0 for an absolute effect).
     3. Two-sided Mann-Whitney U test (the p-value), the Hodges-Lehmann shift of canary -
        baseline and its distribution-free confidence interval at ``confidence``. The change
-       is significant when the interval excludes 0 (about p < 1 - confidence).
+       is significant when the interval excludes 0 (about p < 1 - confidence). Samples too
+       few for any interval at ``confidence`` (3 against 3 at 95%: a run of a few intervals)
+       PASS: nothing can be significant. With ``clusters`` (baseline's, canary's: a label per
+       sample, such as the interval of the request it came from) the samples are not taken
+       as independent: the interval's variance is multiplied by the design effect, the
+       ratio of the Mann-Whitney statistic's cluster-robust variance to its independent one
+       (at least 1), and the p-value adjusted alike. Latencies of requests that shared a
+       stall of their server, and the many ITL gaps of one request, are one piece of
+       evidence each, not dozens (issue 21).
     4. HIGH when the direction is increase or either, the interval's lower bound is > 0 and
        the effect exceeds ``allowed_increase`` (absolute: shift > ``allowed_absolute``). LOW
        symmetrically: direction decrease or either, upper bound < 0 and the effect below
@@ -210,10 +223,8 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
        exceeds any ratio. Otherwise PASS: no significant change, a change within the allowed
        one, or a change in the harmless direction.
     """
-    b, nan_b = _clean(baseline, spec.nan_strategy)
-    c, nan_c = _clean(canary, spec.nan_strategy)
-    b.sort()
-    c.sort()
+    b, nan_b, b_groups = _clean(baseline, spec.nan_strategy, clusters and clusters[0])
+    c, nan_c, c_groups = _clean(canary, spec.nan_strategy, clusters and clusters[1])
     median_b, median_c = _median(b), _median(c)
     mean_b, mean_c = _mean(b), _mean(c)
     absolute = spec.allowed_absolute is not None
@@ -227,7 +238,9 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
             median_baseline=median_b, median_canary=median_c,
             mean_baseline=mean_b, mean_canary=mean_c,
             shift=shift, ci_low=ci[0], ci_high=ci[1], p_value=p,
-            effect=effect, effect_ci=effect_ci, reason=reason)
+            effect=effect, effect_ci=effect_ci, reason=reason, design_effect=deff)
+
+    deff = 1.0
 
     nan = math.nan
     if b.size == 0 or c.size == 0:
@@ -245,13 +258,24 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
                       f"{head}: {what}: pass")
 
     p_value = float(stats.mannwhitneyu(c, b, alternative="two-sided").pvalue)
-    shift, ci_low, ci_high = _hodges_lehmann_sorted(b, c, confidence)
+    if b_groups is not None and c_groups is not None:
+        deff = design_effect(b, c, b_groups, c_groups)
+        # The same z, over a standard error sqrt(deff) times wider.
+        p_value = float(2 * stats.norm.sf(stats.norm.isf(p_value / 2) / math.sqrt(deff)))
+    shift, ci_low, ci_high = _hodges_lehmann_sorted(b, c, confidence, deff)
     effect = _effect(shift, median_b, spec.allowed_absolute)
     effect_ci = (_effect(ci_low, median_b, spec.allowed_absolute),
                  _effect(ci_high, median_b, spec.allowed_absolute))
-    verdict, why = _classify(spec, shift, ci_low, ci_high, effect, median_b, gate)
+    if _interval_rank(int(b.size), int(c.size), confidence, deff) < 1:
+        # The widest interval there is, [min, max] of the differences, holds less than the
+        # confidence asked (3 against 3 all higher is p=0.1): it cannot gate a verdict.
+        verdict, why = Verdict.PASS, (f"too few samples for a {confidence * 100:g}% interval "
+                                      f"(the widest, [min, max], has less)")
+    else:
+        verdict, why = _classify(spec, shift, ci_low, ci_high, effect, median_b, gate)
+    widened = f" (widened x{math.sqrt(deff):.2g} for clustering)" if deff > 1 else ""
     reason = (f"{head}: shift {_num(shift, sign=True)} [{_num(ci_low, sign=True)}, "
-              f"{_num(ci_high, sign=True)}] at {confidence * 100:g}%, {why}, "
+              f"{_num(ci_high, sign=True)}] at {confidence * 100:g}%{widened}, {why}, "
               f"p={_p(p_value)}: {verdict.value}")
     return result(verdict, shift, (ci_low, ci_high), p_value, effect, effect_ci, reason)
 
@@ -273,7 +297,9 @@ def hodges_lehmann(baseline: Samples, canary: Samples,
 
 
 def judge(baseline: Mapping[str, Samples], canary: Mapping[str, Samples],
-          config: JudgeConfig) -> Judgement:
+          config: JudgeConfig,
+          clusters: tuple[Mapping[str, Sequence[int]], Mapping[str, Sequence[int]]]
+          | None = None) -> Judgement:
     """Compare every configured metric (one missing from a mapping has no samples) and score
     the run.
 
@@ -285,9 +311,14 @@ def judge(baseline: Mapping[str, Samples], canary: Mapping[str, Samples],
     must-have-data metric. Outcome: FAIL on a critical failure or a score below the marginal
     threshold, MARGINAL below the pass threshold, else PASS.
     """
+    def labels(name: str) -> tuple[Sequence[int], Sequence[int]] | None:
+        if clusters is None or name not in clusters[0] or name not in clusters[1]:
+            return None
+        return clusters[0][name], clusters[1][name]
+
     results = tuple(
         compare(baseline.get(spec.name, ()), canary.get(spec.name, ()), spec,
-                config.confidence, config.gate)
+                config.confidence, config.gate, labels(spec.name))
         for spec in config.metrics)
     return _score(results, config)
 
@@ -371,15 +402,15 @@ def _effect_clause(spec: MetricSpec, effect: float) -> str:
     return f"effect {_num(effect, sign=spec.allowed_absolute is not None)}"
 
 
-def _hodges_lehmann_sorted(b: FloatArray, c: FloatArray,
-                           confidence: float) -> tuple[float, float, float]:
+def _hodges_lehmann_sorted(b: FloatArray, c: FloatArray, confidence: float,
+                           deff: float = 1.0) -> tuple[float, float, float]:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), not {confidence}")
     n, m = int(b.size), int(c.size)
     nm = n * m
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
-    k = math.floor(nm / 2 - z * math.sqrt(nm * (n + m + 1) / 12))
-    k = max(k, 1)  # too few pairs for this confidence: the widest interval there is
+    # Too few pairs for this confidence: the widest interval there is (compare then does not
+    # judge by it).
+    k = max(_interval_rank(n, m, confidence, deff), 1)
     # 1-based ranks of the order statistics wanted: the interval's and the median's.
     ranks = (k, nm - k + 1, (nm + 1) // 2, nm // 2 + 1)
     if nm <= EXACT_PAIRS_LIMIT:
@@ -391,6 +422,46 @@ def _hodges_lehmann_sorted(b: FloatArray, c: FloatArray,
         span = float(max(b[-1], c[-1]) - min(b[0], c[0]))
         lo, hi, mid_a, mid_b = (_kth_difference(b, c, r, BISECT_RTOL * span) for r in ranks)
     return (mid_a + mid_b) / 2, lo, hi
+
+
+def _interval_rank(n: int, m: int, confidence: float, deff: float = 1.0) -> int:
+    """k of the interval [d_(k), d_(nm-k+1)] (normal approximation, the statistic's
+    variance times the design effect ``deff``); < 1 when n and m are too few for any
+    interval at ``confidence`` (3 and 3 at 95%, 4 and 4 suffice)."""
+    nm = n * m
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    return math.floor(nm / 2 - z * math.sqrt(deff * nm * (n + m + 1) / 12))
+
+
+def design_effect(b: FloatArray, c: FloatArray, b_groups: npt.NDArray[np.int64],
+                  c_groups: npt.NDArray[np.int64]) -> float:
+    """The variance of the Mann-Whitney statistic (as P(canary > baseline)) with samples
+    correlated within their cluster, over its variance for independent samples; at least 1.
+
+    Both from the placements (DeLong): each canary sample's share of baseline samples below
+    it and each baseline sample's share of canary samples above it (ties half), whose mean
+    deviations sum to the statistic's. The robust variance sums the deviations per cluster
+    before squaring (G/(G-1) small-sample factor). A label names the same cluster on both
+    sides (the same interval of a paired run): a stall of the machine that slows both
+    sides' requests in an interval moves the two sums in opposite directions and cancels,
+    as it should; only what differs between the sides counts. 1.0 when there are fewer than
+    2 clusters (nothing to estimate it from) or the placements do not vary. ``b`` and ``c``
+    sorted, groups aligned with them."""
+    n, m = b.size, c.size
+    if n < 2 or m < 2:
+        return 1.0
+    v10 = (np.searchsorted(b, c, "left") + np.searchsorted(b, c, "right")) / (2.0 * n)
+    v01 = 1.0 - (np.searchsorted(c, b, "left") + np.searchsorted(c, b, "right")) / (2.0 * m)
+    theta = float(v10.mean())
+    independent = float(np.var(v10, ddof=1) / m + np.var(v01, ddof=1) / n)
+    labels, index = np.unique(np.concatenate([c_groups, b_groups]), return_inverse=True)
+    g = labels.size
+    if g < 2 or not independent > 0:
+        return 1.0
+    deviations = np.concatenate([(v10 - theta) / m, (v01 - theta) / n])
+    sums = np.bincount(index, weights=deviations, minlength=g)
+    robust = float(g / (g - 1) * np.sum(sums ** 2))
+    return max(1.0, robust / independent)
 
 
 def _kth_difference(b: FloatArray, c: FloatArray, k: int, tol: float) -> float:
@@ -430,14 +501,24 @@ def _effect(shift: float, median_baseline: float, allowed_absolute: float | None
     return (median_baseline + shift) / median_baseline
 
 
-def _clean(values: Samples, strategy: str) -> tuple[FloatArray, int]:
-    """The samples as a float array after the NaN strategy, and how many were non-finite."""
-    arr = np.array(values, dtype=np.float64).ravel()  # a copy: sorted in place later
+def _clean(values: Samples, strategy: str, groups: Sequence[int] | None = None
+           ) -> tuple[FloatArray, int, npt.NDArray[np.int64] | None]:
+    """The samples sorted, as a float array after the NaN strategy; how many were
+    non-finite; their cluster labels in the same order (None without ``groups``)."""
+    arr = np.array(values, dtype=np.float64).ravel()
+    labels = None if groups is None else np.asarray(groups, dtype=np.int64).ravel()
+    if labels is not None and labels.size != arr.size:
+        raise ValueError(f"{labels.size} cluster labels for {arr.size} samples")
     bad = ~np.isfinite(arr)
     n_bad = int(bad.sum())
     if n_bad:
-        arr = np.where(bad, 0.0, arr) if strategy == "replace" else arr[~bad]
-    return arr, n_bad
+        if strategy == "replace":
+            arr = np.where(bad, 0.0, arr)
+        else:
+            arr = arr[~bad]
+            labels = None if labels is None else labels[~bad]
+    order = np.argsort(arr, kind="stable")
+    return arr[order], n_bad, None if labels is None else labels[order]
 
 
 def _median(arr: FloatArray) -> float:

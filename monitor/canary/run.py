@@ -3,7 +3,8 @@
 Live: one workload stream sent to both sides by one dispatcher (runner.run_paired), so both
 endpoints get the same prompts at the same moments, in a random order per request (a fixed
 order would serve one side first every time), and any difference is the servers'. The
-judge then compares per-request and per-interval samples (samples.py).
+judge then compares per-request and per-interval samples (samples.py), the per-request
+ones clustered by the interval they were sent in.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ async def run_both(baseline: Endpoint, canary: Endpoint, workload: WorkloadSpec,
 
 def judge_runs(base: RunResult, can: RunResult, config: JudgeConfig,
                interval_seconds: float = 10.0, min_requests: int = 5) -> LiveComparison:
-    b = run_samples(base, interval_seconds, min_requests)
-    c = run_samples(can, interval_seconds, min_requests)
-    return LiveComparison(base, can, summarize(base), summarize(can), judge(b, c, config),
-                          interval_seconds)
+    b, b_clusters = run_samples(base, interval_seconds, min_requests)
+    c, c_clusters = run_samples(can, interval_seconds, min_requests)
+    return LiveComparison(base, can, summarize(base), summarize(can),
+                          judge(b, c, config, (b_clusters, c_clusters)), interval_seconds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,14 +26,17 @@ from monitor.store import Selector, Store
 from monitor.store.queries import counter_series
 
 Samples = dict[str, list[float]]
+Clusters = dict[str, list[int]]
 PERCENTILE_METRICS = ("ttft", "itl", "tpot", "e2e")
 
 
 def run_samples(result: RunResult, interval_seconds: float = 10.0,
-                min_requests: int = 5) -> Samples:
-    """Every sample of a run: per request, and per interval from its measured start."""
-    return combine(split_intervals(result.measured, result.measure_start, interval_seconds,
-                                   min_requests))
+                min_requests: int = 5) -> tuple[Samples, Clusters]:
+    """Every sample of a run: per request, and per interval from its measured start; and
+    the interval of each per-request sample (the judge's clusters)."""
+    intervals = split_intervals(result.measured, result.measure_start, interval_seconds,
+                                min_requests)
+    return combine(intervals), clusters(intervals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,17 @@ def combine(intervals: Sequence[IntervalData]) -> Samples:
             if not math.isnan(value):
                 samples.setdefault(name, []).append(value)
     return samples
+
+
+def clusters(intervals: Sequence[IntervalData]) -> Clusters:
+    """The interval index of each per-request sample, in ``combine``'s order: requests
+    sent in the same interval met the same state of the server (a stall, a queue), and a
+    request's ITL gaps the same batch, so they are not independent samples."""
+    labels: Clusters = {m: [] for m in ("ttft", "tpot", "itl", "e2e")}
+    for k, data in enumerate(intervals):
+        for name, values in data.per_request.items():
+            labels[name].extend([k] * len(values))
+    return labels
 
 
 # store feature -> judge metric name

@@ -53,6 +53,11 @@ def _environment(home: str) -> dict[str, str]:
     return {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HOME": home,
+            # vLLM's "auto" binding pins every engine's threads to core 0 (core 1 reserved):
+            # several engines on this 2-core machine (a canary's pair, other jobs' tests) then
+            # take turns on one core, stalling each other for seconds. One unbound thread
+            # each lets the kernel spread them.
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
             # Compiled kernels are kept between starts (the second start skips the compilation).
             "VLLM_CACHE_ROOT": str(REPO / "build" / "vllm-cache")}
 

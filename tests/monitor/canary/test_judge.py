@@ -367,3 +367,58 @@ def test_config_rejects_duplicates_and_bad_confidence() -> None:
         JudgeConfig((MetricSpec("a"), MetricSpec("a")), {})
     with pytest.raises(ValueError, match="confidence"):
         JudgeConfig((MetricSpec("a"),), {}, confidence=1.0)
+
+
+def test_samples_too_few_for_an_interval_pass() -> None:
+    # 3 against 3, every canary value higher: the widest interval [1, 5] excludes 0, but an
+    # exact two-sided p is 2/20 = 0.1, so no 95% interval exists and nothing is flagged (a
+    # short live run has only a few per-interval p99s: issue 21).
+    result = compare([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], MetricSpec("ttft_p99", critical=True))
+    assert result.verdict is Verdict.PASS
+    assert "too few samples for a 95% interval" in result.reason
+    assert (result.ci_low, result.ci_high) == (1.0, 5.0)
+    # One more on each side is enough: 4 against 4 all higher is flagged.
+    four = compare([1.0, 2.0, 3.0, 3.5], [4.0, 5.0, 6.0, 7.0], MetricSpec("ttft_p99"))
+    assert four.verdict is Verdict.HIGH
+
+
+def clustered(rng: np.random.Generator, clusters: int, size: int,
+              spread: float) -> tuple[np.ndarray, list[int]]:
+    """Samples sharing a random level per cluster (a server's stall over an interval), with
+    noise around it; and each sample's cluster."""
+    levels = rng.lognormal(0.0, spread, clusters)
+    values = np.concatenate([level * rng.lognormal(0.0, 0.2, size) for level in levels])
+    return values, [k for k in range(clusters) for _ in range(size)]
+
+
+def test_clustered_samples_widen_the_interval() -> None:
+    # A/A with per-interval levels: taken as independent, 40 samples a side are far too
+    # sure and most comparisons are "significant"; with their clusters the interval is
+    # widened by the design effect and the false-positive rate is back near 5% (seeded:
+    # 30% naive, 7.7% with clusters, a median design effect of 4.5).
+    rng = np.random.default_rng(21)
+    pure = MetricSpec("ttft", direction=Direction.EITHER, allowed_increase=1.0,
+                      allowed_decrease=1.0)
+    reps, naive, robust, effects = 300, 0, 0, []
+    for _ in range(reps):
+        (b, b_groups), (c, c_groups) = (clustered(rng, 8, 5, 0.5) for _ in range(2))
+        naive += compare(b, c, pure).verdict is not Verdict.PASS
+        result = compare(b, c, pure, clusters=(b_groups, c_groups))
+        robust += result.verdict is not Verdict.PASS
+        effects.append(result.design_effect)
+    assert naive / reps > 0.2
+    assert robust / reps <= 0.12
+    assert statistics.median(effects) > 2.5
+
+
+def test_independent_samples_keep_their_interval() -> None:
+    rng = np.random.default_rng(22)
+    b, c = rng.lognormal(0.0, 0.3, 200), rng.lognormal(0.1, 0.3, 200)
+    labels = [k % 10 for k in range(200)]
+    plain = compare(b, c, MetricSpec("ttft"))
+    with_clusters = compare(b, c, MetricSpec("ttft"), clusters=(labels, labels))
+    # Random clusters of independent samples: a design effect near 1, the same verdict.
+    assert 1.0 <= with_clusters.design_effect < 1.6
+    assert with_clusters.verdict is plain.verdict
+    assert with_clusters.ci_low <= plain.ci_low and with_clusters.ci_high >= plain.ci_high
+    assert with_clusters.to_dict()["design_effect"] == with_clusters.design_effect
