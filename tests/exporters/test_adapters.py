@@ -410,7 +410,8 @@ def test_tgi_synthetic_page_from_the_catalog() -> None:
 
 # llama.cpp: stated values for the mapped metrics, 1 for the others.
 LLAMACPP_VALUES = {
-    "llamacpp:prompt_tokens_total": 1200.0, "llamacpp:tokens_predicted_total": 3400.0,
+    "llamacpp:prompt_tokens_total": 1200.0, "llamacpp:prompt_tokens_cached_total": 300.0,
+    "llamacpp:tokens_predicted_total": 3400.0,
     "llamacpp:n_decode_total": 560.0, "llamacpp:requests_processing": 2.0,
     "llamacpp:requests_deferred": 1.0, "llamacpp:kv_cache_usage_ratio": 0.25,
 }
@@ -426,6 +427,7 @@ def test_llamacpp_synthetic_page_from_the_catalog() -> None:
     model = f"model={SYNTHETIC_MODEL}"
     assert flat(page) == {
         f"gen_ai_server_prompt_tokens_total{{{model}}}": 1200.0,
+        f"gen_ai_server_prompt_tokens_cached_total{{{model}}}": 300.0,
         f"gen_ai_server_generation_tokens_total{{{model}}}": 3400.0,
         f"gen_ai_server_engine_steps_total{{{model}}}": 560.0,
         f"gen_ai_server_requests_running{{{model}}}": 2.0,

