@@ -73,7 +73,8 @@ def test_every_catalog_metric_is_mapped_or_listed_as_not_mapped(engine: str) -> 
 
 
 # Pages recorded from a running engine: their names are known as surely as the catalog's.
-LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",)}
+LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",),
+              "llamacpp": ("llamacpp-b11434-cpu-live.prom",)}
 
 
 @pytest.mark.parametrize("engine", CATALOGS, ids=CATALOGS)
