@@ -45,9 +45,9 @@ live-engines: $(VLLM_STAMP) $(TINY_MODEL)/config.json
 $(LLAMACPP_STAMP): tests/live/install_llamacpp.sh
 	PYTHON=$(PYTHON) tests/live/install_llamacpp.sh $(LLAMACPP_VENV)
 
-$(TINY_GGUF): $(LLAMACPP_STAMP) $(TINY_MODEL)/config.json tests/live/tiny_gguf.py
+$(TINY_GGUF): $(STAMP) $(TINY_MODEL)/config.json tests/live/tiny_gguf.py
 	rm -f $@
-	$(LLAMACPP_VENV)/bin/python tests/live/tiny_gguf.py $(TINY_MODEL) $@
+	$(PY) -m tests.live.tiny_gguf $(TINY_MODEL) $@
 
 live-llamacpp: $(LLAMACPP_STAMP) $(TINY_GGUF)
 

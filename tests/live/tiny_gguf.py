@@ -1,13 +1,13 @@
 """The tiny random-weight Llama of ``tests/live/tiny_model.py``, written as a GGUF file that
 llama.cpp's server loads: the same weights and the same byte-level BPE vocabulary, so vLLM and
 llama.cpp serve one model. Built here with no download, by the `gguf` package (llama.cpp's own
-GGUF writer, installed in the llama.cpp venv by tests/live/install_llamacpp.sh):
+GGUF writer, a test dependency of the project):
 
-    .venv-llamacpp/bin/python tests/live/tiny_gguf.py build/tiny-llama build/tiny-llama.gguf
+    python -m tests.live.tiny_gguf build/tiny-llama build/tiny-llama.gguf
 
 It needs only `gguf` and numpy (the safetensors file is read by hand: an 8-byte header length,
-a JSON header, raw little-endian tensors), so it runs in the engine's venv, not the project's.
-All tensors stay float32 (file type ALL_F32). Idempotent: an existing file is left as it is.
+a JSON header, raw little-endian tensors), no torch. All tensors stay float32 (file type
+ALL_F32). Idempotent: an existing file is left as it is.
 """
 
 from __future__ import annotations
