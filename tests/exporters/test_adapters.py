@@ -73,7 +73,8 @@ def test_every_catalog_metric_is_mapped_or_listed_as_not_mapped(engine: str) -> 
 
 
 # Pages recorded from a running engine: their names are known as surely as the catalog's.
-LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",), "triton": ("triton-2.51-cpu-live.prom",)}
+LIVE_PAGES = {"vllm": ("vllm-0.32-cpu-live.prom",), "triton": ("triton-2.51-cpu-live.prom",),
+              "llamacpp": ("llamacpp-b11434-cpu-live.prom",)}
 
 
 @pytest.mark.parametrize("engine", CATALOGS, ids=CATALOGS)
@@ -429,7 +430,8 @@ def test_tgi_synthetic_page_from_the_catalog() -> None:
 
 # llama.cpp: stated values for the mapped metrics, 1 for the others.
 LLAMACPP_VALUES = {
-    "llamacpp:prompt_tokens_total": 1200.0, "llamacpp:tokens_predicted_total": 3400.0,
+    "llamacpp:prompt_tokens_total": 1200.0, "llamacpp:prompt_tokens_cached_total": 300.0,
+    "llamacpp:tokens_predicted_total": 3400.0,
     "llamacpp:n_decode_total": 560.0, "llamacpp:requests_processing": 2.0,
     "llamacpp:requests_deferred": 1.0, "llamacpp:kv_cache_usage_ratio": 0.25,
 }
@@ -445,6 +447,7 @@ def test_llamacpp_synthetic_page_from_the_catalog() -> None:
     model = f"model={SYNTHETIC_MODEL}"
     assert flat(page) == {
         f"gen_ai_server_prompt_tokens_total{{{model}}}": 1200.0,
+        f"gen_ai_server_prompt_tokens_cached_total{{{model}}}": 300.0,
         f"gen_ai_server_generation_tokens_total{{{model}}}": 3400.0,
         f"gen_ai_server_engine_steps_total{{{model}}}": 560.0,
         f"gen_ai_server_requests_running{{{model}}}": 2.0,

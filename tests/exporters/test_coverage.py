@@ -256,3 +256,43 @@ def test_the_reference_server_page_is_complete() -> None:
     # No GPU collector on this registry; the engine-only metrics have no identity row.
     assert result.missing == tuple(spec.name for spec in GPU_SPECS)
     assert set(result.ignored.values()) == {CREATED_RULE}
+
+
+# --- llama.cpp b11434, recorded live --------------------------------------------------------------
+
+LLAMACPP_LIVE = "llamacpp-b11434-cpu-live.prom"
+
+
+def test_every_family_of_the_live_llamacpp_page_is_decided() -> None:
+    result = coverage(parse_page(read_fixture(LLAMACPP_LIVE), LLAMACPP_LIVE), ["llamacpp"])
+    assert (result.undecided, result.missing) == ((), ())
+    assert result.complete
+    # No client library: nothing to ignore, and the KV-cache gauges are gone (legacy row).
+    assert result.ignored == {}
+    assert result.mapped == (
+        "llamacpp:n_decode_total", "llamacpp:prompt_tokens_cached_total",
+        "llamacpp:prompt_tokens_total", "llamacpp:requests_deferred",
+        "llamacpp:requests_processing", "llamacpp:tokens_predicted_total")
+    assert sorted(result.not_mapped) == [
+        "llamacpp:n_busy_slots_per_decode", "llamacpp:n_tokens_max",
+        "llamacpp:predicted_tokens_seconds", "llamacpp:prompt_seconds_total",
+        "llamacpp:prompt_tokens_seconds", "llamacpp:spec_decode_num_accepted_tokens_total",
+        "llamacpp:spec_decode_num_draft_tokens_total", "llamacpp:spec_decode_num_drafts_total",
+        "llamacpp:tokens_predicted_seconds_total"]
+
+
+def test_the_live_llamacpp_page_normalizes_to_its_own_values() -> None:
+    """Recorded after 1 completion (16 tokens) and 3 chat completions (8 each): 50 prompt
+    tokens charged, 10 of them reused from a slot's cache (the chats share their template's
+    opening), 40 generated, one llama_decode() per generated token."""
+    page = normalize(parse_page(read_fixture(LLAMACPP_LIVE), LLAMACPP_LIVE), "llamacpp",
+                     {"model": "tiny"})
+    tiny = {"model": "tiny"}
+    assert page.value("gen_ai_server_prompt_tokens_total", tiny) == 40.0
+    assert page.value("gen_ai_server_prompt_tokens_cached_total", tiny) == 10.0
+    assert page.value("gen_ai_server_generation_tokens_total", tiny) == 40.0
+    assert page.value("gen_ai_server_engine_steps_total", tiny) == 40.0
+    assert page.value("gen_ai_server_requests_running", tiny) == 0.0
+    assert page.value("gen_ai_server_requests_waiting", tiny) == 0.0
+    assert page.value(KV_USAGE, tiny) is None  # removed upstream: the legacy row finds nothing
+    assert page.problems == []

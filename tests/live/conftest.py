@@ -1,6 +1,7 @@
 """One live vLLM for the live-engine tests (it takes a minute or more to start), stopped once
 they are done: package scope, so it does not hold its memory and threads through the rest of
-the session's timing-sensitive tests. Likewise one live Triton (pytriton's bundled server)."""
+the session's timing-sensitive tests. Likewise one live Triton (pytriton's bundled server) and
+one llama.cpp (opt-in: see llamacpp_server)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.live.triton_server import RunningTriton, running_triton
+from tests.live.llamacpp_server import RunningLlamaCpp, running_llamacpp
 from tests.live.vllm_server import RunningVllm, running_vllm
 
 
@@ -22,4 +24,10 @@ def vllm() -> Iterator[RunningVllm]:
 @pytest.fixture(scope="package")
 def triton() -> Iterator[RunningTriton]:
     with running_triton() as server:
+        yield server
+
+
+@pytest.fixture(scope="package")
+def llamacpp() -> Iterator[RunningLlamaCpp]:
+    with running_llamacpp() as server:
         yield server

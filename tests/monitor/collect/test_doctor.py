@@ -156,3 +156,26 @@ def test_the_recorded_cpu_triton_page_is_complete_with_absent_metrics_listed(
     assert any(line.startswith("absent:     14 schema metrics") for line in lines)
     assert "  gen_ai_server_kv_cache_usage_ratio: needs the TensorRT-LLM backend" in lines
     assert "missing:    0 schema metrics (mapped, but no source on the page)" in lines
+
+
+def test_the_live_llamacpp_page_is_complete_and_its_build_read_from_props(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp b11434 as recorded: its page and its GET /props, where build_info holds
+    the release ("b11434-unknown": built from a source tree without git)."""
+    page = read_fixture("llamacpp-b11434-cpu-live.prom")
+    props = json.loads(read_fixture("llamacpp-b11434-cpu-live-props.json"))
+
+    async def metrics(_: Request) -> Response:
+        return PlainTextResponse(page, media_type="text/plain; version=0.0.4")
+
+    async def props_route(_: Request) -> Response:
+        return JSONResponse(props)
+
+    app = Starlette(routes=[Route("/metrics", metrics), Route("/props", props_route)])
+    with serving(app) as url:
+        status, out, _ = doctor(capsys, f"{url}/metrics", "--json")
+    body = json.loads(out)
+    assert status == 0 and body["complete"] is True
+    assert body["engines"] == ["llamacpp"]
+    assert body["version"] == {"value": "b11434-unknown", "source": f"GET {url}/props"}
+    assert len(body["coverage"]["mapped"]) == 6 and len(body["coverage"]["not_mapped"]) == 9
