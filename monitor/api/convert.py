@@ -95,6 +95,7 @@ def target_out(target: TargetConfig, status: TargetStatus,
                      last_scrape_at=status.last_scrape_at,
                      last_scrape_seconds=status.last_scrape_seconds,
                      last_error=status.last_error,
+                     detected_engines=list(status.engines),
                      headroom=headroom_out(headroom) if headroom is not None else None)
 
 

@@ -143,6 +143,10 @@ class TargetOut(BaseModel):
     last_scrape_at: float | None
     last_scrape_seconds: float | None
     last_error: str | None
+    detected_engines: list[str] = Field(
+        default_factory=list,
+        description="the mapping tables its last answering page was read with: the engine "
+                    "detected when ``engine`` is auto (and a GPU exporter sharing the page)")
     headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
 
 
