@@ -150,10 +150,9 @@ class TargetOut(BaseModel):
     headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
 
 
-class PercentilePointOut(BaseModel):
-    """A percentile of one step with what the engine's buckets vouch for (issue 21)."""
+class PercentileOut(BaseModel):
+    """A percentile with what the engine's buckets vouch for (issue 21)."""
 
-    time: float
     value: float | None = Field(description="histogram_quantile's number (as in points)")
     lower: float | None = Field(description="the bucket edge below the percentile")
     upper: float | None = Field(description="the bucket edge above it; null: +Inf bucket")
@@ -162,6 +161,12 @@ class PercentilePointOut(BaseModel):
         description="interpolated/exact_edge: the value may be quoted; interval: only "
                     "between lower and upper (bucket wider than 2x); upper_bound: in the "
                     "first bucket, only '< upper'; lower_bound: in +Inf, only '> lower'")
+
+
+class PercentilePointOut(PercentileOut):
+    """A percentile of one step (``points``' time) with its bucket edges."""
+
+    time: float
 
 
 class SeriesOut(BaseModel):
@@ -175,6 +180,51 @@ class SeriesOut(BaseModel):
     estimates: list[PercentilePointOut] | None = Field(
         default=None, description="percentile metrics only: per point of ``points``, the "
                                   "bucket edges around the value and what it may claim")
+
+
+class GaugeSummaryOut(BaseModel):
+    """A gauge's readings over the window."""
+
+    mean: float
+    max: float = Field(description="the highest reading (summed over a count's series: an "
+                                   "upper bound of the highest sum when there are several)")
+
+
+class LatencySummaryOut(BaseModel):
+    count: float = Field(description="observations in the window (requests; tokens for ITL)")
+    mean_seconds: float | None = Field(description="exact: the histogram's sum over its count")
+    percentiles: dict[str, PercentileOut] = Field(description="p50, p90, p95, p99")
+
+
+class TargetSummaryOut(BaseModel):
+    """One target over (start, end]: the scrapes stored in it, merged (rates are increases
+    over the seconds they cover; percentiles from the merged buckets). A count is null when
+    the engine does not export it, 0 when it does and nothing happened."""
+
+    target: str
+    start: float
+    end: float
+    state: Literal["up", "down"] = Field(description="down: no scrape answered in the window")
+    error: str | None
+    seconds_with_data: float = Field(description="seconds whose increases the window holds")
+    prompt_tokens: float | None = Field(description="computed in prefill (cache hits apart)")
+    prompt_tokens_cached: float | None = Field(description="served from the prefix cache")
+    generation_tokens: float | None
+    requests_finished: float | None
+    errors: dict[str, float] = Field(description="by error_type")
+    preemptions: float | None
+    prompt_tokens_per_second: float | None
+    generation_tokens_per_second: float | None
+    requests_per_second: float | None
+    prefix_cache_hit_ratio: float | None = Field(
+        description="prompt tokens found in the prefix cache / looked up")
+    requests_running: GaugeSummaryOut | None
+    requests_waiting: GaugeSummaryOut | None
+    kv_cache_usage_ratio: GaugeSummaryOut | None = Field(
+        description="from used and capacity blocks where the engine gives both, else its "
+                    "usage gauge")
+    latency: dict[str, LatencySummaryOut] = Field(
+        description="ttft, itl, tpot, e2e, queue: those the engine exports")
 
 
 class RunOut(BaseModel):
