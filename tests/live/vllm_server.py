@@ -58,17 +58,18 @@ def _environment(home: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS
-                 ) -> Iterator[RunningVllm]:
-    """`vllm serve` of the tiny model with ``extra_args``; stopped (SIGTERM, then SIGKILL of
-    its process group) when the block ends."""
+def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
+                 port: int | None = None) -> Iterator[RunningVllm]:
+    """`vllm serve` of the tiny model with ``extra_args`` on ``port`` (default: a free one;
+    give the port of a stopped server to start it again where its monitor looks); stopped
+    (SIGTERM, then SIGKILL of its process group) when the block ends."""
     executable, model = vllm_venv() / "bin" / "vllm", tiny_model()
     if not executable.is_file():
         unavailable(f"live-engine tests need vLLM's CPU build in {vllm_venv()} "
                     "(make live-engines)")
     if not (model / "config.json").is_file():
         unavailable(f"live-engine tests need the tiny model in {model} (make live-engines)")
-    port = free_port()
+    port = free_port() if port is None else port
     with tempfile.TemporaryDirectory(prefix="inferwatch-vllm-") as home:
         log = Path(home) / "vllm.log"
         command: Sequence[str] = [
