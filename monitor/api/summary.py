@@ -16,7 +16,7 @@ from monitor.collect.snapshot import Snapshot, TargetState, split_key
 from monitor.store import Selector, Store
 from monitor.store.queries import window
 
-# Latency name in the body -> the Derived field holding it.
+# The Derived fields of the latencies, and the body's names where they differ.
 LATENCIES: Final = ("ttft", "itl", "tpot", "e2e", "queue_wait")
 _BODY_NAMES: Final = {"queue_wait": "queue"}
 
@@ -46,8 +46,8 @@ def target_summary(store: Store, name: str, start: float, end: float) -> TargetS
         kv_cache_usage_ratio=(None if math.isnan(derived.kv_cache_usage_ratio_mean) else
                               GaugeSummaryOut(mean=derived.kv_cache_usage_ratio_mean,
                                               max=derived.kv_cache_usage_ratio_max)),
-        latency={_BODY_NAMES.get(name, name): _latency(getattr(derived, name))
-                 for name in LATENCIES if not math.isnan(getattr(derived, name).count)})
+        latency={_BODY_NAMES.get(field, field): _latency(getattr(derived, field))
+                 for field in LATENCIES if not math.isnan(getattr(derived, field).count)})
 
 
 def _counter_total(snapshot: Snapshot, metric: str) -> float | None:
