@@ -97,6 +97,7 @@ def target_out(target: TargetConfig, status: TargetStatus,
                      last_error=status.last_error,
                      max_num_seqs=target.max_num_seqs,
                      max_num_batched_tokens=target.max_num_batched_tokens,
+                     detected_engines=list(status.engines),
                      headroom=headroom_out(headroom) if headroom is not None else None)
 
 

@@ -105,6 +105,7 @@ class TargetStatus:
     last_scrape_at: float | None = None
     last_scrape_seconds: float | None = None
     last_error: str | None = None
+    engines: tuple[str, ...] = ()        # what the last answering page was read as
 
 
 class ScrapeObserver:
@@ -120,8 +121,10 @@ class ScrapeObserver:
     def __call__(self, snapshot: Snapshot) -> None:
         seconds = max(self._clock() - snapshot.end, 0.0)
         up = snapshot.state is not TargetState.DOWN
+        engines = snapshot.engines if up else self.status(snapshot.target).engines
         self._status[snapshot.target] = TargetStatus(
-            "up" if up else "down", snapshot.end, seconds, None if up else snapshot.error)
+            "up" if up else "down", snapshot.end, seconds, None if up else snapshot.error,
+            engines)
         self._metrics.scrape_duration.labels(snapshot.target).observe(seconds)
         self._metrics.target_up.labels(snapshot.target).set(1.0 if up else 0.0)
         if not up:

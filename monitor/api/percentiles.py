@@ -7,9 +7,9 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from exporters.buckets import QuantileEstimate
+from exporters.buckets import EstimateKind, QuantileEstimate
 from monitor.anomaly.features import PERCENTILE_FEATURES, read_percentile_estimates
-from monitor.api.schemas import PercentilePointOut
+from monitor.api.schemas import PercentileOut, PercentilePointOut
 from monitor.store import Store
 
 # Series metric -> (histogram, quantile): the percentile figures the series route serves.
@@ -32,12 +32,16 @@ def percentile_points(store: Store, target: str, metric: str, ends: Sequence[flo
 
 
 def point_out(t: float, estimate: QuantileEstimate | None) -> PercentilePointOut:
-    if estimate is None:
-        return PercentilePointOut(time=t, value=None, lower=None, upper=None, kind="no_data")
-    return PercentilePointOut(time=t, value=_finite(estimate.value),
-                              refined=_finite(estimate.refined),
-                              lower=_finite(estimate.lower), upper=_finite(estimate.upper),
-                              kind=estimate.kind.value)
+    return PercentilePointOut(time=t, **estimate_out(estimate).model_dump())
+
+
+def estimate_out(estimate: QuantileEstimate | None) -> PercentileOut:
+    if estimate is None or estimate.kind is EstimateKind.NO_DATA:
+        return PercentileOut(value=None, lower=None, upper=None, kind="no_data")
+    return PercentileOut(value=_finite(estimate.value), refined=_finite(estimate.refined),
+                         lower=_finite(estimate.lower),
+                         upper=_finite(estimate.upper),
+                         kind=estimate.kind.value)  # type: ignore[arg-type]
 
 
 def _finite(value: float) -> float | None:

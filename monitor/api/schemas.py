@@ -145,16 +145,19 @@ class TargetOut(BaseModel):
     last_scrape_at: float | None
     last_scrape_seconds: float | None
     last_error: str | None
+    detected_engines: list[str] = Field(
+        default_factory=list,
+        description="the mapping tables its last answering page was read with: the engine "
+                    "detected when ``engine`` is auto (and a GPU exporter sharing the page)")
     headroom: HeadroomOut | None = None   # targets with a capacity: block, once evaluated
     # The engine's batch limits as configured (null: not given; the engine may export them).
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
 
 
-class PercentilePointOut(BaseModel):
-    """A percentile of one step with what the engine's buckets vouch for (issue 21)."""
+class PercentileOut(BaseModel):
+    """A percentile with what the engine's buckets vouch for (issue 21)."""
 
-    time: float
     value: float | None = Field(description="histogram_quantile's number (as in points)")
     refined: float | None = Field(
         default=None,
@@ -168,6 +171,12 @@ class PercentilePointOut(BaseModel):
         description="interpolated/exact_edge: the value may be quoted; interval: only "
                     "between lower and upper (bucket wider than 2x); upper_bound: in the "
                     "first bucket, only '< upper'; lower_bound: in +Inf, only '> lower'")
+
+
+class PercentilePointOut(PercentileOut):
+    """A percentile of one step (``points``' time) with its bucket edges."""
+
+    time: float
 
 
 class SeriesOut(BaseModel):
@@ -188,6 +197,51 @@ class SeriesOut(BaseModel):
                     "engine's exported max_num_seqs (engine_limit) or the target's configured "
                     "max_num_seqs (configured_max_num_seqs), or mean tokens per engine step "
                     "over max_num_batched_tokens (token_budget); null: no value")
+
+
+class GaugeSummaryOut(BaseModel):
+    """A gauge's readings over the window."""
+
+    mean: float
+    max: float = Field(description="the highest reading (summed over a count's series: an "
+                                   "upper bound of the highest sum when there are several)")
+
+
+class LatencySummaryOut(BaseModel):
+    count: float = Field(description="observations in the window (requests; tokens for ITL)")
+    mean_seconds: float | None = Field(description="exact: the histogram's sum over its count")
+    percentiles: dict[str, PercentileOut] = Field(description="p50, p90, p95, p99")
+
+
+class TargetSummaryOut(BaseModel):
+    """One target over (start, end]: the scrapes stored in it, merged (rates are increases
+    over the seconds they cover; percentiles from the merged buckets). A count is null when
+    the engine does not export it, 0 when it does and nothing happened."""
+
+    target: str
+    start: float
+    end: float
+    state: Literal["up", "down"] = Field(description="down: no scrape answered in the window")
+    error: str | None
+    seconds_with_data: float = Field(description="seconds whose increases the window holds")
+    prompt_tokens: float | None = Field(description="computed in prefill (cache hits apart)")
+    prompt_tokens_cached: float | None = Field(description="served from the prefix cache")
+    generation_tokens: float | None
+    requests_finished: float | None
+    errors: dict[str, float] = Field(description="by error_type")
+    preemptions: float | None
+    prompt_tokens_per_second: float | None
+    generation_tokens_per_second: float | None
+    requests_per_second: float | None
+    prefix_cache_hit_ratio: float | None = Field(
+        description="prompt tokens found in the prefix cache / looked up")
+    requests_running: GaugeSummaryOut | None
+    requests_waiting: GaugeSummaryOut | None
+    kv_cache_usage_ratio: GaugeSummaryOut | None = Field(
+        description="from used and capacity blocks where the engine gives both, else its "
+                    "usage gauge")
+    latency: dict[str, LatencySummaryOut] = Field(
+        description="ttft, itl, tpot, e2e, queue: those the engine exports")
 
 
 class RunOut(BaseModel):

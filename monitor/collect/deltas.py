@@ -28,11 +28,13 @@ def build_snapshot(target: str, previous: Reading | None, current: Reading, star
     """The snapshot of ``current`` against the previous good reading (FIRST if none)."""
     gauges = {key: GaugeStats.of(value) for key, value in current.gauges.items()}
     if previous is None:
-        return Snapshot(target, start, end, TargetState.FIRST, None, {}, gauges, {})
+        return Snapshot(target, start, end, TargetState.FIRST, None, {}, gauges, {},
+                        engines=current.engines)
     histograms = {key: histogram_delta(previous.histograms.get(key), histogram)
                   for key, histogram in current.histograms.items()}
     return Snapshot(target, start, end, TargetState.UP, None,
-                    counter_increases(previous.counters, current.counters), gauges, histograms)
+                    counter_increases(previous.counters, current.counters), gauges, histograms,
+                    engines=current.engines)
 
 
 def counter_increases(previous: Mapping[SeriesKey, float],

@@ -40,6 +40,7 @@ class Reading:
     counters: dict[SeriesKey, float] = field(default_factory=dict)
     gauges: dict[SeriesKey, float] = field(default_factory=dict)
     histograms: dict[SeriesKey, CumulativeHistogram] = field(default_factory=dict)
+    engines: tuple[str, ...] = ()  # the mapping tables the page was read with
 
 
 def normalize_text(text: str, target: TargetConfig, max_bytes: int) -> NormalizedPage:
@@ -57,7 +58,7 @@ def normalize_text(text: str, target: TargetConfig, max_bytes: int) -> Normalize
 def read_page(page: NormalizedPage) -> Reading:
     """The page's values by series key (counters keep their _total name, histograms their
     base name with ``le`` dropped)."""
-    reading = Reading()
+    reading = Reading(engines=page.engines)
     for family in page.families:
         if family.type is MetricType.HISTOGRAM:
             reading.histograms.update(_histograms(family))

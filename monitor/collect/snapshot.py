@@ -170,6 +170,9 @@ class Snapshot:
     # Seconds of [start, end) whose increases are in this snapshot (None: the whole duration
     # if UP, else 0). Rates divide by it, so a window with a gap is not diluted by the gap.
     seconds_with_increases: float | None = None
+    # The engines the scraped page was read as (detected when the target's engine is auto);
+    # not stored: the targets API shows the last answering scrape's.
+    engines: tuple[str, ...] = ()
 
     @property
     def duration(self) -> float:

@@ -128,6 +128,7 @@ class _Tracked:
     watching_since: float | None = None  # the first tick
     warnings: tuple[str, ...] = ()
     warnings_at: float | None = None     # when ``warnings`` were last read
+    warnings_events: float = 0.0         # the period's events when they were read
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,17 +263,22 @@ class SloEvaluator:
                                 + open_part)
                  for seconds in tracked.window_seconds}
         status = _status(tracked, now, period, burns, open_part)
-        warnings = self._warnings(tracked, period_start, now)
+        warnings = self._warnings(tracked, period_start, now, period.total)
         return replace(status, warnings=warnings) if warnings else status
 
-    def _warnings(self, tracked: _Tracked, period_start: float, now: float) -> tuple[str, ...]:
-        """The source's warnings about this SLO, read on the first tick and then every
-        WARNINGS_REFRESH_SECONDS (they read the whole period); each logged once."""
+    def _warnings(self, tracked: _Tracked, period_start: float, now: float,
+                  events: float) -> tuple[str, ...]:
+        """The source's warnings about this SLO, read on the first tick, again at the first
+        tick with events if it had none (the buckets are stored with the first events: a
+        monitor started before its engines' traffic would otherwise claim an exact SLI for an
+        hour), and then every WARNINGS_REFRESH_SECONDS (they read the whole period); each
+        logged once."""
         if not isinstance(tracked.slo.sli, LatencySli) or not isinstance(self.source,
                                                                          WarningSource):
             return ()
-        if tracked.warnings_at is None or now - tracked.warnings_at >= WARNINGS_REFRESH_SECONDS:
-            tracked.warnings_at = now
+        if (tracked.warnings_at is None or now - tracked.warnings_at >= WARNINGS_REFRESH_SECONDS
+                or (tracked.warnings_events <= 0 < events)):
+            tracked.warnings_at, tracked.warnings_events = now, events
             try:
                 tracked.warnings = tuple(self.source.threshold_warnings(
                     tracked.slo, period_start, now))

@@ -64,9 +64,10 @@ def _environment(home: str) -> dict[str, str]:
 
 @contextmanager
 def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
-                 compiled: bool = False) -> Iterator[RunningVllm]:
-    """`vllm serve` of the tiny model with ``extra_args``; stopped (SIGTERM, then SIGKILL of
-    its process group) when the block ends.
+                 compiled: bool = False, port: int | None = None) -> Iterator[RunningVllm]:
+    """`vllm serve` of the tiny model with ``extra_args`` on ``port`` (default: a free one;
+    give the port of a stopped server to start it again where its monitor looks); stopped
+    (SIGTERM, then SIGKILL of its process group) when the block ends.
 
     Not ``compiled``, it runs eager (``--enforce-eager``): torch.compile's warm-up takes ~40 s
     of a 2-core machine per new configuration and changes nothing the tests read. Benchmarks
@@ -77,7 +78,7 @@ def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
                     "(make live-engines)")
     if not (model / "config.json").is_file():
         unavailable(f"live-engine tests need the tiny model in {model} (make live-engines)")
-    port = free_port()
+    port = free_port() if port is None else port
     with tempfile.TemporaryDirectory(prefix="inferwatch-vllm-") as home:
         log = Path(home) / "vllm.log"
         command: Sequence[str] = [

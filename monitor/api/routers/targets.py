@@ -20,7 +20,8 @@ from monitor.api.convert import finite, target_out
 from monitor.api.deps import Limit, Offset, StateDep
 from monitor.api.errors import bad_request, not_found
 from monitor.api.percentiles import PERCENTILE_METRICS, percentile_points
-from monitor.api.schemas import ErrorBody, Page, SeriesOut, TargetOut
+from monitor.api.schemas import ErrorBody, Page, SeriesOut, TargetOut, TargetSummaryOut
+from monitor.api.summary import target_summary
 from monitor.api.timeparse import parse_range
 from monitor.headroom.capacity import CapacityError, headroom, resolve
 from monitor.headroom.load import load_series
@@ -63,6 +64,19 @@ def get_target(state: StateDep, name: str) -> TargetOut:
     return target_out(target, state.scrapes.status(name), state.headroom(name))
 
 
+@router.get("/{name}/summary", response_model=TargetSummaryOut, responses=_BAD_OR_NOT_FOUND,
+            summary="The target over a window: token and request counts, gauges, latency "
+                    "percentiles with their bucket edges")
+def summary(state: StateDep, name: str,
+            start: Annotated[str | None, Query(description="unix seconds or ISO 8601; "
+                                                           "default: end - 1 h")] = None,
+            end: Annotated[str | None, Query(description="default: now")] = None
+            ) -> TargetSummaryOut:
+    _known(state, name)
+    start_s, end_s = parse_range(start, end, time.time(), 3600.0)
+    return target_summary(state.store, name, start_s, end_s)
+
+
 @router.get("/{name}/series", response_model=SeriesOut, responses=_BAD_OR_NOT_FOUND,
             summary="A derived metric of the target per step (null where it did not answer)")
 def series(state: StateDep, name: str, metric: MetricName,
@@ -71,9 +85,7 @@ def series(state: StateDep, name: str, metric: MetricName,
            end: Annotated[str | None, Query(description="default: now")] = None,
            step: Annotated[float, Query(ge=1, le=86400 * 31, description="seconds")] = 60.0
            ) -> SeriesOut:
-    known = {t.name for t in state.config().targets} | {t.name for t in state.store.targets()}
-    if name not in known:
-        raise not_found("target", name)
+    _known(state, name)
     start_s, end_s = parse_range(start, end, time.time(), 3600.0)
     if (end_s - start_s) / step > MAX_POINTS:
         raise bad_request(f"{(end_s - start_s) / step:.0f} points asked; at most {MAX_POINTS}: "
@@ -107,6 +119,12 @@ def _latest_batch_source(state: ServiceState, name: str,
     sources = dict(batch_utilization_sources(state.store, name, start, end, step))
     return sources.get(latest)
 
+
+def _known(state: ServiceState, name: str) -> None:
+    """404 unless the target is configured or has stored data."""
+    known = {t.name for t in state.config().targets} | {t.name for t in state.store.targets()}
+    if name not in known:
+        raise not_found("target", name)
 
 
 def _headroom_points(state: ServiceState, name: str, start: float, end: float,

@@ -18,6 +18,8 @@ import yaml
 
 from exporters import schema
 from exporters.exposition import parse_page
+from monitor.api.convert import target_out
+from monitor.api.health import MonitorMetrics, ScrapeObserver
 from monitor.collect.collector import Collector, follow_config, next_slot
 from monitor.collect.config import ConfigWatcher, MonitorConfig
 from monitor.collect.derive import derive
@@ -30,6 +32,7 @@ from monitor.collect.snapshot import (
 )
 from tests.reference_server.server_fixture import running_server
 
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "engines"
 UP, FIRST, DOWN = TargetState.UP, TargetState.FIRST, TargetState.DOWN
 T0 = 1_700_000_000.0
 TOKENS = series_key("gen_ai_server_generation_tokens_total", {"model": "m"})
@@ -200,6 +203,24 @@ def test_scripted_pages_give_first_increases_resets_and_explicit_down_states(
     # Each snapshot starts where the last attempt ended: time is tiled, gaps are explicit.
     assert (got[0].start, got[0].end) == (T0, T0)
     assert all(b.start == a.end == b.end - 15 for a, b in zip(got, got[1:]))
+
+
+def test_the_detected_engine_is_shown_by_the_targets_api_through_an_outage(
+        server: ScriptedServer) -> None:
+    """engine: auto on a recorded vLLM page: each answering scrape says which table read it,
+    and the targets API keeps the last one while the target is down."""
+    live = Reply((FIXTURES / "vllm-0.32-cpu-live.prom").read_bytes())
+    url = server.script("/metrics", live, live, Reply(b"oops", status=500))
+    got = collect(make_config({"vllm-0": url}), lambda c, clock: scrape_every_interval(c, clock, 3))
+    assert [(s.state, s.engines) for s in got] == [(FIRST, ("vllm",)), (UP, ("vllm",)),
+                                                   (DOWN, ())]
+    observer = ScrapeObserver(lambda _s: None, MonitorMetrics(), clock=FakeClock(T0 + 60))
+    target = make_config({"vllm-0": url}).targets[0]
+    for snapshot in got:
+        observer(snapshot)
+        out = target_out(target, observer.status("vllm-0"))
+        assert (out.engine, out.detected_engines) == ("auto", ["vllm"])
+    assert out.state == "down"
 
 
 def test_a_body_over_the_limit_without_a_declared_length_is_cut_off(

@@ -78,3 +78,16 @@ def test_the_report_says_the_sli_is_a_bound(vllm_store: Store) -> None:
     on_edge = build_report(ttft_slo(1.0), StoreSliSource(vllm_store), T0, T0 + 1800, 60,
                            now=T0 + 1900)
     assert on_edge.warnings == () and 'id="warnings"' not in render_html(on_edge)
+
+
+def test_a_monitor_started_before_the_first_requests_warns_once_they_are_stored(
+        store: Store) -> None:
+    """The first tick finds no buckets stored (the engine has served nothing yet); the tick
+    after the first requests reads them again instead of waiting an hour (issue 21: found on
+    `inferwatch serve` started in front of a fresh vLLM)."""
+    store.register_target(TargetInfo("vllm-0", engine="vllm", labels={"model": "tiny"}))
+    evaluator = SloEvaluator([ttft_slo(2.0)], StoreSliSource(store), settle_seconds=0)
+    assert evaluator.tick(T0)[0].warnings == ()
+    store.write([vllm_scrape(T0 + 60)])
+    (warning,) = evaluator.tick(T0 + 61)[0].warnings
+    assert "nearest edges 1s and 2.5s" in warning
