@@ -38,18 +38,23 @@ LOAD = ("--model", "tiny", "--rate", "3", "--duration", "30", "--interval", "3",
 
 @dataclass(frozen=True)
 class Engines:
-    baseline: RunningVllm   # the package's engine, default flags
+    baseline: RunningVllm   # default flags
     twin: RunningVllm       # the same flags
     slow: RunningVllm       # --max-num-seqs 1
 
 
 @pytest.fixture(scope="module")
-def engines(vllm: RunningVllm) -> Iterator[Engines]:
+def engines() -> Iterator[Engines]:
+    # Compiled engines of their own (the session's engine runs eager, to start fast): eager
+    # steps cost several times the CPU, and two eager engines under this load on 2 cores
+    # stalled the baseline for 8 s in CI, as slow as the one-sequence canary.
     with ExitStack() as stack:
-        with ThreadPoolExecutor(2) as pool:  # both start at once: one start's wall time
-            twin = pool.submit(stack.enter_context, running_vllm())
-            slow = pool.submit(stack.enter_context, running_vllm("--max-num-seqs", "1"))
-        yield Engines(vllm, twin.result(), slow.result())
+        with ThreadPoolExecutor(3) as pool:  # all start at once: one start's wall time
+            baseline = pool.submit(stack.enter_context, running_vllm(compiled=True))
+            twin = pool.submit(stack.enter_context, running_vllm(compiled=True))
+            slow = pool.submit(stack.enter_context,
+                               running_vllm("--max-num-seqs", "1", compiled=True))
+        yield Engines(baseline.result(), twin.result(), slow.result())
 
 
 def canary_live(baseline: RunningVllm, canary: RunningVllm, out: Path) -> tuple[int, Any]:
