@@ -56,8 +56,10 @@ def _environment(home: str) -> dict[str, str]:
             # take turns on one core, stalling each other for seconds. One unbound thread
             # each lets the kernel spread them.
             "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
-            # Compiled kernels are kept between starts (the second start skips the compilation).
-            "VLLM_CACHE_ROOT": str(REPO / "build" / "vllm-cache")}
+            # A compile cache of its own per start: vLLM 0.32 cannot load a shared one ("'function'
+            # object has no attribute 'finalize_loading'"), and engines started together raced
+            # on it, one coming up several times slower than its twin (a CI A/A canary failed).
+            "VLLM_CACHE_ROOT": str(Path(home) / "vllm-cache")}
 
 
 @contextmanager
