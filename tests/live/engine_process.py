@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -16,20 +17,22 @@ from tests.integration import unavailable
 
 
 def wait_healthy(name: str, url: str, process: subprocess.Popen[bytes], log: Path,
-                 timeout: float, poll: float = 0.5) -> None:
-    """Until ``url``/health answers 200; ``name`` says which engine in the reason."""
+                 timeout: float, poll: float = 0.5, paths: Sequence[str] = ("/health",)
+                 ) -> None:
+    """Until every one of ``paths`` under ``url`` answers 200; ``name`` says which engine in
+    the reason."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             unavailable(f"{name} exited with {process.returncode} before answering; its "
                         f"log ends:\n{log_tail(log)}")
         try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+            if all(httpx.get(url + path, timeout=2.0).status_code == 200 for path in paths):
                 return
         except httpx.HTTPError:
             pass
         time.sleep(poll)
-    unavailable(f"{name} did not answer {url}/health within {timeout:g} s; its log "
+    unavailable(f"{name} did not answer {', '.join(paths)} at {url} within {timeout:g} s; its log "
                 f"ends:\n{log_tail(log)}")
 
 

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 
 from tests.integration import unavailable
+from tests.live.engine_process import wait_healthy
 from tests.processes import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,28 +97,11 @@ def running_triton(timeout: float = START_TIMEOUT_SECONDS) -> Iterator[RunningTr
                                        start_new_session=True, cwd=home)
         url = f"http://127.0.0.1:{http}"
         try:
-            _wait_ready(url, process, log, timeout)
+            paths = ["/v2/health/ready", *(f"/v2/models/{model}/ready" for model in MODELS)]
+            wait_healthy("pytriton", url, process, log, timeout, paths=paths)
             yield RunningTriton(url, metrics, process.pid, log)
         finally:
             stop(process)
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path,
-                timeout: float) -> None:
-    paths = ["/v2/health/ready", *(f"/v2/models/{model}/ready" for model in MODELS)]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            unavailable(f"pytriton exited with {process.returncode} before its models were "
-                        f"ready; its log ends:\n{_tail(log)}")
-        try:
-            if all(httpx.get(url + path, timeout=2.0).status_code == 200 for path in paths):
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    unavailable(f"Triton did not answer {', '.join(paths)} at {url} within {timeout:g} s; its "
-                f"log ends:\n{_tail(log)}")
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -141,9 +124,3 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     for region in Path("/dev/shm").glob(f"pytrtion{process.pid}-*"):
         region.unlink(missing_ok=True)
 
-
-def _tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
