@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -27,6 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine
 
 MAX_TOKENS = 6
 LLM, CLASSIFIER = "tiny_llm", "tiny_classifier"
+SETTLE_SECONDS = 5.0
 
 
 def classify(client: httpx.Client, triton: RunningTriton, prompt: str) -> httpx.Response:
@@ -45,7 +47,10 @@ def stream(client: httpx.Client, triton: RunningTriton, prompt: str) -> list[dic
 def send(triton: RunningTriton, *, infers: int, streams: int, failures: int) -> None:
     """``infers`` classifications, ``streams`` generations of MAX_TOKENS tokens, and
     ``failures`` classifications the model refuses (HTTP 500), each checked as the client saw
-    it."""
+    it. Returns once Triton's page counts all of them: Triton updates its statistics when the
+    backend releases a request, which can come just after the client has read the response (a
+    CI run scraped 3 of 4 failures), so reading the page straight after would race it."""
+    before = raw_counters(triton)
     with httpx.Client(timeout=60) as client:
         for k in range(infers):
             response = classify(client, triton, f"prompt {k}")
@@ -58,6 +63,19 @@ def send(triton: RunningTriton, *, infers: int, streams: int, failures: int) -> 
         for k in range(failures):
             response = classify(client, triton, f"fail {k}")
             assert response.status_code == 500 and "refuses" in response.text
+    expected = {("nv_inference_request_success", CLASSIFIER, ""): infers,
+                ("nv_inference_request_success", LLM, ""): streams,
+                ("nv_inference_request_failure", CLASSIFIER, "BACKEND"): failures}
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        now = raw_counters(triton)
+        counted = {key: now.get(key, 0.0) - before.get(key, 0.0) for key in expected}
+        if all(counted[key] >= n for key, n in expected.items()):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Triton's page counted {counted} of {expected} after "
+                                 f"{SETTLE_SECONDS} s")
+        time.sleep(0.05)
 
 
 def raw_counters(triton: RunningTriton) -> dict[tuple[str, str, str], float]:
