@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +56,13 @@ def _environment(home: str) -> dict[str, str]:
             # take turns on one core, stalling each other for seconds. One unbound thread
             # each lets the kernel spread them.
             "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
+            # The model runs inside the EngineCore process, not in a Worker process of its own:
+            # vLLM's CPU build forces that Worker, and it busy-polls its shared-memory queue
+            # (sched_yield) for 1 s after each step, so a loaded engine burns a core waiting.
+            # Two such engines on 2 cores starved each other at random: an A/A canary's side
+            # came out 2-6x slower than its identical twin (TPOT 4.5-5.3 vs 2.4 ms alone).
+            # Without it the pair agree (docs/benchmarks.md, "Live canary").
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
             # A compile cache of its own per start: vLLM 0.32 cannot load a shared one ("'function'
             # object has no attribute 'finalize_loading'"), and engines started together raced
             # on it, one coming up several times slower than its twin (a CI A/A canary failed).
@@ -64,14 +71,16 @@ def _environment(home: str) -> dict[str, str]:
 
 @contextmanager
 def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
-                 compiled: bool = False, port: int | None = None) -> Iterator[RunningVllm]:
+                 compiled: bool = False, port: int | None = None,
+                 env: Mapping[str, str] | None = None) -> Iterator[RunningVllm]:
     """`vllm serve` of the tiny model with ``extra_args`` on ``port`` (default: a free one;
     give the port of a stopped server to start it again where its monitor looks); stopped
     (SIGTERM, then SIGKILL of its process group) when the block ends.
 
     Not ``compiled``, it runs eager (``--enforce-eager``): torch.compile's warm-up takes ~40 s
     of a 2-core machine per new configuration and changes nothing the tests read. Benchmarks
-    of the engine's speed pass ``compiled=True``."""
+    of the engine's speed pass ``compiled=True``. ``env`` overrides the engine's environment
+    (a benchmark puts vLLM's Worker process back with VLLM_ENABLE_V1_MULTIPROCESSING=1)."""
     executable, model = vllm_venv() / "bin" / "vllm", tiny_model()
     if not executable.is_file():
         unavailable(f"live-engine tests need vLLM's CPU build in {vllm_venv()} "
@@ -87,7 +96,8 @@ def running_vllm(*extra_args: str, timeout: float = START_TIMEOUT_SECONDS,
             "--dtype", "float32", *(() if compiled else ("--enforce-eager",)), *extra_args]
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                       env=_environment(home), start_new_session=True)
+                                       env={**_environment(home), **(env or {})},
+                                       start_new_session=True)
         url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy("vllm serve", url, process, log, timeout)
