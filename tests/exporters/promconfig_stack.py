@@ -26,6 +26,12 @@ from monitor.stack.prometheus import prometheus_config, start_prometheus
 # A sample as compared: name, labels without job/instance, value.
 Series = tuple[str, tuple[tuple[str, str], ...]]
 _TARGET_LABELS = ("job", "instance")
+# What Prometheus cannot give of a vLLM page (README.md, "What the generated configuration
+# cannot reproduce"): value_from_label, vLLM's cache_config_info carries the figures as labels.
+VLLM_VALUE_FROM_LABEL = frozenset({
+    "only bridge: gen_ai_server_kv_cache_block_size_tokens{}",
+    "only bridge: gen_ai_server_kv_cache_blocks_capacity{}",
+})
 
 
 @dataclass(frozen=True)
@@ -117,15 +123,18 @@ def running_prometheus(binary: str, workdir: Path, config: dict[str, Any]) -> It
         service.stop()
 
 
-def wait_evaluated(url: str, num_jobs: int, timeout: float = 30.0) -> None:
-    """Until every target was scraped, then until every rule group evaluated after that."""
+def wait_evaluated(url: str, num_jobs: int, timeout: float = 30.0,
+                   scraped_after: datetime | None = None) -> None:
+    """Until every target was scraped (with ``scraped_after``: a scrape that started after
+    it), then until every rule group evaluated after that."""
     deadline = time.monotonic() + timeout
     all_up: datetime | None = None
     while time.monotonic() < deadline:
         if all_up is None:
             targets = httpx.get(f"{url}/api/v1/targets", timeout=5).json()["data"]
-            health = [t["health"] for t in targets["activeTargets"]]
-            if health.count("up") == num_jobs:
+            scraped = [t for t in targets["activeTargets"] if t["health"] == "up"
+                       and (scraped_after is None or _time(t["lastScrape"]) > scraped_after)]
+            if len(scraped) == num_jobs:
                 all_up = datetime.now(UTC)
         else:
             groups = httpx.get(f"{url}/api/v1/rules", timeout=5).json()["data"]["groups"]

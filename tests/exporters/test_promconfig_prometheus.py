@@ -16,6 +16,7 @@ from monitor.stack.processes import find_binary
 from tests.exporters import promconfig_pages as synthetic
 from tests.exporters.engine_fixtures import FIXTURES_DIR, engines_dir
 from tests.exporters.promconfig_stack import (
+    VLLM_VALUE_FROM_LABEL,
     Page,
     differences,
     load_page,
@@ -35,10 +36,7 @@ _VLLM_DOC_MODEL = 'model="unsloth/Llama-3.2-1B-Instruct"'
 # ("What the generated configuration cannot reproduce").
 KNOWN: dict[str, set[str]] = {
     # value_from_label: vLLM's cache_config_info carries the figures as labels.
-    "vllm-0.32-cpu-live.prom": {
-        "only bridge: gen_ai_server_kv_cache_block_size_tokens{}",
-        "only bridge: gen_ai_server_kv_cache_blocks_capacity{}",
-    },
+    "vllm-0.32-cpu-live.prom": set(VLLM_VALUE_FROM_LABEL),
     # An elided doc excerpt: no +Inf bucket, the bridge adds it from _count.
     "vllm.prom": {
         'only bridge: gen_ai_server_time_to_first_token_seconds_bucket{le="+Inf",'
