@@ -33,8 +33,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine
 # (10 clusters of about 12 requests, enough per-interval p99s for a 95% interval). A default
 # engine batches that far below its capacity (TTFT ~12 ms); one sequence at a time (~6 req/s at
 # most) is busy two thirds of the time, so requests queue behind each other: p99 TTFT ~10x.
-# Measured on this 2-core machine, 4 of 4 A/As passed and 4 of 4 slow canaries failed at 3 and
-# 4 req/s (docs/benchmarks.md).
+# On this 2-core machine 6 of 6 A/As passed and 6 of 6 slow canaries failed at 3 and 4 req/s
+# (`python -m bench.live_canary`, docs/benchmarks.md).
 LOAD = ("--model", "tiny", "--rate", "4", "--duration", "30", "--interval", "3",
         "--warmup", "2", "--input-len", "fixed:32", "--output-len", "fixed:64", "--quiet")
 
