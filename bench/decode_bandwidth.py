@@ -13,6 +13,13 @@ bytes written per second of a large tensor copy).
     python -m bench.decode_bandwidth                          # cuda if present: small, bf16
     python -m bench.decode_bandwidth --device cpu --model tiny --num-tokens 64
     python -m bench.decode_bandwidth --bandwidth-gbs 3350 --json bench/out/decode_bw.json
+    python -m bench.decode_bandwidth --model llama-8b-shape   # a real model's size, on a GPU
+
+Besides the server's built-in models, --model takes the layer shapes of Llama 3.2 1B and
+Llama 3.1 8B (``llama-1b-shape``, ``llama-8b-shape``) with random weights drawn on the device
+itself (drawing 8B weights on the host would take minutes). They keep the byte-level
+vocabulary of 264 tokens, so they lack the real models' 0.26-1.05B embedding and LM-head
+parameters; the bound counts the weights actually built, so the fraction is self-consistent.
 """
 
 from __future__ import annotations
@@ -35,9 +42,13 @@ from bench.cpu_meter import OtherCpuMeter
 
 from reference_server.config import DTypeName, EngineConfig
 from reference_server.engine import LLMEngine
-from reference_server.model import ModelConfig, count_parameters, weight_bytes
+from exporters.instrumentation import NullEngineMetrics
+from reference_server.model import (
+    BUILTIN_MODELS, LlamaForCausalLM, ModelConfig, count_parameters, weight_bytes,
+)
 from reference_server.sampling import SamplingParams
-from reference_server.server import build_engine
+from reference_server.server import build_engine, resolve_device
+from reference_server.tokenizer import ByteTokenizer
 
 BOS = 256
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -139,12 +150,48 @@ class DecodeTiming:
         return self.num_tokens / self.seconds
 
 
+def _shape(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int,
+           ) -> ModelConfig:
+    base = BUILTIN_MODELS["small"]  # the byte-level vocabulary and its special tokens
+    return ModelConfig(vocab_size=base.vocab_size, hidden_size=hidden,
+                       intermediate_size=intermediate, num_hidden_layers=layers,
+                       num_attention_heads=heads, num_key_value_heads=kv_heads,
+                       max_position_embeddings=8192, rope_theta=500000.0,
+                       bos_token_id=base.bos_token_id, eos_token_ids=base.eos_token_ids)
+
+
+# Layer shapes of real models (their config.json), for a decode step that reads as many bytes.
+SHAPES: dict[str, ModelConfig] = {
+    "llama-1b-shape": _shape(hidden=2048, intermediate=8192, layers=16, heads=32, kv_heads=8),
+    "llama-8b-shape": _shape(hidden=4096, intermediate=14336, layers=32, heads=32, kv_heads=8),
+}
+
+
+def random_model_on_device(config: ModelConfig, device: str, dtype: torch.dtype, seed: int,
+                           ) -> LlamaForCausalLM:
+    """N(0, 0.02) weights and unit norms drawn on the device (not the host's generator, so
+    not the same numbers as a built-in model of that seed: only the timing matters here)."""
+    with torch.device(resolve_device(device)):
+        model = LlamaForCausalLM(config)
+    generator = torch.Generator(device=resolve_device(device)).manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.fill_(1.0)
+            else:
+                param.normal_(0.0, 0.02, generator=generator)
+    return model.to(dtype=dtype).eval()
+
+
 def build(model: str, device: str, dtype: DTypeName, seed: int, num_kv_blocks: int,
           ) -> LLMEngine:
-    engine, _ = build_engine(EngineConfig(model=model, device=device, dtype=dtype, seed=seed,
-                                          max_num_seqs=1, num_kv_blocks=num_kv_blocks,
-                                          enable_prefix_caching=False))
-    return engine
+    config = EngineConfig(model=model, device=device, dtype=dtype, seed=seed, max_num_seqs=1,
+                          num_kv_blocks=num_kv_blocks, enable_prefix_caching=False)
+    if model not in SHAPES:
+        engine, _ = build_engine(config)
+        return engine
+    built = random_model_on_device(SHAPES[model], device, _DTYPES[dtype], seed)
+    return LLMEngine(config, built, ByteTokenizer(), NullEngineMetrics())
 
 
 def make_prompt(length: int, seed: int) -> list[int]:
@@ -183,6 +230,24 @@ def time_decode(engine: LLMEngine, prompt: list[int], num_tokens: int, tag: str)
     return DecodeTiming(produced, seconds, steps, meter.cores())
 
 
+def profile_decode(engine: LLMEngine, prompt: list[int], num_tokens: int) -> None:
+    """Where a decode step's time goes: the operators by host time, then by device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if engine.runner.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        time_decode(engine, prompt, num_tokens, "profiled")
+    averages = prof.key_averages()
+    print(f"profile of {num_tokens} decode steps, by host time (self):")
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=50))
+    if engine.runner.device.type == "cuda":
+        print("by device time (self):")
+        print(averages.table(sort_by="self_cuda_time_total", row_limit=12,
+                             max_name_column_width=50))
+
+
 def kv_bytes_per_token(config: ModelConfig, dtype: torch.dtype) -> int:
     """K and V of one token across all layers."""
     element = torch.empty((), dtype=dtype).element_size()
@@ -202,7 +267,8 @@ def mean_context(prompt_len: int, num_tokens: int) -> float:
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=default_device(), help="cuda if available, else cpu")
-    p.add_argument("--model", default="small", help="built-in name or HF checkpoint dir")
+    p.add_argument("--model", default="small", help="built-in name, HF checkpoint dir, or "
+                   + " | ".join(SHAPES))
     p.add_argument("--dtype", default=None, choices=sorted(_DTYPES),
                    help="default: bfloat16 on cuda, float32 on cpu")
     p.add_argument("--num-tokens", type=int, default=256, help="timed decode steps")
@@ -216,6 +282,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--stream-mib", type=int, default=256,
                    help="size of each tensor of the copy-bandwidth measurement")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="then profile N decode steps (torch.profiler) and print where the "
+                   "host and the device spend a step")
     args = p.parse_args()
     if args.dtype is None:
         args.dtype = "bfloat16" if torch.device(args.device).type == "cuda" else "float32"
@@ -275,6 +344,9 @@ def main() -> None:
     if fraction > 1 and device.type == "cpu":
         print("  (above 1: the weights fit in a CPU cache, so decode is not reading them from "
               "DRAM; the DRAM bound does not apply)")
+
+    if args.profile:
+        profile_decode(engine, make_prompt(args.prompt_len, args.seed + 2000), args.profile)
 
     if args.json:
         payload: dict[str, Any] = {

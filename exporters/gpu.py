@@ -43,15 +43,18 @@ class Nvml(Protocol):
     NVML_ERROR_GPU_IS_LOST: int
     NVML_ERROR_LIBRARY_NOT_FOUND: int
     NVML_ERROR_DRIVER_NOT_LOADED: int
+    NVML_ERROR_FUNCTION_NOT_FOUND: int
+    NVML_ERROR_NOT_SUPPORTED: int
     NVML_TEMPERATURE_GPU: int
     NVML_CLOCK_SM: int
+    nvmlMemory_v2: int
 
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
     def nvmlDeviceGetCount(self) -> int: ...
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
     def nvmlDeviceGetUUID(self, handle: Any) -> str: ...
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any: ...
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int: ...
     def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int: ...
@@ -65,9 +68,16 @@ class _NvmlUninitialized(Exception):
 # --- readings: one NVML call each, converted to the schema's base units ---------------------
 
 def _memory(nvml: Nvml, handle: Any) -> dict[str, float]:
-    # nvmlMemory_t (v1): ``used`` counts the driver's reserved memory too, i.e. total - free,
-    # which is what "how close to full" needs.
-    info = nvml.nvmlDeviceGetMemoryInfo(handle)
+    # Used as nvidia-smi and DCGM's FB_USED report it: without the driver's reservation (NVML's
+    # v2 memory info, R510+; 645 MiB on an H200). The v1 ``used`` is total - free, reservation
+    # included, and is the fallback for older drivers, which lack v2.
+    try:
+        info = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+    except nvml.NVMLError as exc:
+        if getattr(exc, "value", None) not in (nvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+                                               nvml.NVML_ERROR_NOT_SUPPORTED):
+            raise
+        info = nvml.nvmlDeviceGetMemoryInfo(handle)
     return {schema.GPU_MEMORY_USED_BYTES: info.used, schema.GPU_MEMORY_TOTAL_BYTES: info.total}
 
 

@@ -30,7 +30,8 @@ class Reading:
 
     uuid: str
     memory_total_mib: int
-    memory_used_mib: int
+    memory_used_mib: int       # as nvidia-smi prints it (NVML v2): the reservation not counted
+    memory_reserved_mib: int   # the driver's reservation; NVML v1 counts it as used
     gpu_percent: int
     memory_percent: int
     power_milliwatts: int
@@ -40,18 +41,20 @@ class Reading:
 
 # Two idle H100 SXM5 boards, GPU 00000000:18:00.0 and 00000000:2A:00.0 of the `nvidia-smi -q`
 # capture in thamada/nvidia-smi nvsim/H100SXMx8_smi.py @ 03fbe6e6 (driver 565.57.01): fields
-# "GPU UUID", "FB Memory Usage" Total 81559 MiB / Free 81106 MiB (NVML's v1 memory info counts
-# the 454 MiB driver reservation as used: used = total - free = 453 MiB), "Utilization" Gpu 0 % /
-# Memory 0 %, "GPU Current Temp", "Power Draw" (100.89 W and 82.81 W), "Clocks" SM 345 MHz.
-IDLE_0 = Reading("GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1", 81559, 81559 - 81106,
+# "GPU UUID", "FB Memory Usage" Total 81559 MiB / Reserved 454 MiB / Free 81106 MiB, so used
+# (NVML v2, as nvidia-smi shows it) is 0 and NVML v1's used = total - free = 453 MiB (the capture
+# rounds each field to MiB, hence 453 + 0 + 81106 for the reservation here), "Utilization" Gpu
+# 0 % / Memory 0 %, "GPU Current Temp", "Power Draw" (100.89 W and 82.81 W), "Clocks" SM 345 MHz.
+IDLE_0 = Reading("GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1", 81559, 0, 81559 - 81106,
                  0, 0, 100_890, 30, 345)
-IDLE_1 = Reading("GPU-7c3cadbd-17e5-0913-f69b-c618122ea0cd", 81559, 81559 - 81106,
+IDLE_1 = Reading("GPU-7c3cadbd-17e5-0913-f69b-c618122ea0cd", 81559, 0, 81559 - 81106,
                  0, 0, 82_810, 30, 345)
 # An H100 80GB HBM3 under load: GPU 1 of the nvidia-smi table in ModelCloud/GPTQModel issue
 # #2898 (57C, 699W / 700W, 58333MiB / 81559MiB, 100 %). That table shows no UUID, memory-
 # controller utilization or SM clock: the UUID is the 3A:00.0 board's of the capture above, the
-# SM clock the "Max Clocks" SM 1980 MHz recorded there, and 37 % is a hand-picked value.
-LOADED = Reading("GPU-2d50cdf6-dd67-9f2e-855e-0d4d6d395a2f", 81559, 58333,
+# SM clock the "Max Clocks" SM 1980 MHz recorded there, the reservation the 454 MiB of the
+# same board model there, and 37 % is a hand-picked value.
+LOADED = Reading("GPU-2d50cdf6-dd67-9f2e-855e-0d4d6d395a2f", 81559, 58333, 454,
                  100, 37, 699_000, 57, 1980)
 
 
@@ -64,12 +67,18 @@ class FakeNvml:
     NVML_ERROR_GPU_IS_LOST = pynvml.NVML_ERROR_GPU_IS_LOST
     NVML_ERROR_LIBRARY_NOT_FOUND = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
     NVML_ERROR_DRIVER_NOT_LOADED = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    NVML_ERROR_FUNCTION_NOT_FOUND = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+    NVML_ERROR_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
     NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
     NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
 
-    def __init__(self, *devices: Reading, init_error: int | None = None) -> None:
+    def __init__(self, *devices: Reading, init_error: int | None = None,
+                 memory_v2: bool = True) -> None:
         self.devices = list(devices)
         self.init_error = init_error
+        # False: a driver before R510, without nvmlDeviceGetMemoryInfo_v2
+        self.memory_v2 = memory_v2
         self.fail: dict[tuple[str, int], int] = {}
         self.initialised = False
         self.num_init_calls = 0
@@ -96,10 +105,18 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: int) -> str:
         return self._device("nvmlDeviceGetUUID", handle).uuid
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> Any:
         device = self._device("nvmlDeviceGetMemoryInfo", handle)
         total, used = device.memory_total_mib * MIB, device.memory_used_mib * MIB
-        return SimpleNamespace(total=total, used=used, free=total - used)
+        reserved = device.memory_reserved_mib * MIB
+        free = total - used - reserved
+        if version is None:  # nvmlMemory_t: used = total - free
+            return SimpleNamespace(total=total, used=used + reserved, free=free)
+        assert version == pynvml.nvmlMemory_v2
+        if not self.memory_v2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return SimpleNamespace(version=version, total=total, reserved=reserved, used=used,
+                               free=free)
 
     def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:
         device = self._device("nvmlDeviceGetUtilizationRates", handle)
@@ -157,7 +174,7 @@ def nvml() -> FakeNvml:
 
 @pytest.mark.parametrize(("name", "gpu", "reading", "expected"), [
     (schema.GPU_MEMORY_TOTAL_BYTES, 0, IDLE_0, 81559 * MIB),
-    (schema.GPU_MEMORY_USED_BYTES, 0, IDLE_0, 453 * MIB),
+    (schema.GPU_MEMORY_USED_BYTES, 0, IDLE_0, 0.0),
     (schema.GPU_MEMORY_USED_BYTES, 2, LOADED, 58333 * MIB),
     (schema.GPU_UTILIZATION_RATIO, 0, IDLE_0, 0.0),
     (schema.GPU_UTILIZATION_RATIO, 2, LOADED, 1.0),
@@ -169,7 +186,8 @@ def nvml() -> FakeNvml:
     (schema.GPU_SM_CLOCK_HERTZ, 0, IDLE_0, 345e6),
     (schema.GPU_SM_CLOCK_HERTZ, 2, LOADED, 1.98e9),
 ], ids=[
-    "81559 MiB installed", "idle board uses 453 MiB", "loaded board uses 58333 MiB",
+    "81559 MiB installed", "idle board uses 0 MiB besides the reservation",
+    "loaded board uses 58333 MiB",
     "0 % busy is 0", "100 % busy is 1", "37 % memory-controller busy is 0.37",
     "100890 mW is 100.89 W", "82810 mW is 82.81 W", "699000 mW is 699 W", "57 C",
     "345 MHz is 3.45e8 Hz", "1980 MHz is 1.98e9 Hz",
@@ -179,6 +197,18 @@ def test_each_reading_is_exported_in_base_units_with_index_and_uuid_labels(
 ) -> None:
     registry = scrape(GpuCollector(nvml=nvml))
     assert value(registry, name, gpu, reading.uuid) == expected
+
+
+def test_used_memory_leaves_out_the_drivers_reservation_as_nvidia_smi_and_dcgm_do() -> None:
+    # On an H200 (driver 580) the v1 figure read 645 MiB above nvidia-smi's, all reservation.
+    registry = scrape(GpuCollector(nvml=FakeNvml(LOADED)))
+    assert value(registry, schema.GPU_MEMORY_USED_BYTES, 0, LOADED.uuid) == 58333 * MIB
+
+
+def test_a_driver_without_v2_memory_info_reports_total_minus_free() -> None:
+    registry = scrape(GpuCollector(nvml=FakeNvml(LOADED, memory_v2=False)))
+    assert value(registry, schema.GPU_MEMORY_USED_BYTES, 0, LOADED.uuid) == (58333 + 454) * MIB
+    assert value(registry, schema.GPU_MEMORY_TOTAL_BYTES, 0, LOADED.uuid) == 81559 * MIB
 
 
 def test_gpu_up_is_1_and_every_device_has_every_metric(nvml: FakeNvml) -> None:
