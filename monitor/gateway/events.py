@@ -22,6 +22,7 @@ class RequestEvent:
     status: int = 0  # the status the client got (0: it went away before any)
     upstream_status: int | None = None  # None: no answer from the upstream
     good: bool = False  # judged when the request finishes
+    request_id: str | None = None  # the engine's, where it says (an OTLP span's gen_ai.request.id)
 
 
 EventSink = Callable[[RequestEvent], None]

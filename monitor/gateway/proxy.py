@@ -6,7 +6,9 @@ that goes away while the upstream is silent, so the upstream request is aborted 
 connection is closed, which vLLM and the reference server take as an abort).
 
 POST /v1/chat/completions and /v1/completions are measured and judged; every other path
-(/v1/models, /health, ...) is passed through unmeasured. GET /metrics is the gateway's own.
+(/v1/models, /health, ...) is passed through unmeasured. GET /metrics is the gateway's own,
+and so is POST /v1/traces: an OTLP/HTTP receiver whose request spans (vLLM's) become events
+like the proxied requests' (``otlp_receiver.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from monitor.gateway.config import GatewayConfig
 from monitor.gateway.events import EventSink, RequestEvent
 from monitor.gateway.measure import RequestTiming, StreamMeter
 from monitor.gateway.metrics import GatewayMetrics
+from monitor.gateway.otlp_receiver import TRACES_PATH, OtlpReceiver
 from monitor.gateway.tenants import TenantBudget, TenantIdentifier
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,7 @@ class Gateway:
         self.metrics = GatewayMetrics(registry, TenantBudget(config.max_tenants))
         self.identify = TenantIdentifier(config.tenant_salt, config.tenant_header)
         self.sinks = list(sinks)
+        self.otlp = OtlpReceiver(registry, config.slo_classes, self._finish)
         self._client: httpx.AsyncClient | None = None
         self._models_ok: set[str] = set()  # answered with success at least once
 
@@ -87,6 +91,9 @@ class Gateway:
         arrived_at = time.perf_counter()
         if scope["path"] == "/metrics" and scope["method"] == "GET":
             await _respond(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+            return
+        if scope["path"] == TRACES_PATH:
+            await self.otlp(scope, receive, send)
             return
         body = await _read_body(receive)
         tracked = _TrackedSend(send)
