@@ -68,7 +68,8 @@ COMMANDS: Final[tuple[Command, ...]] = (
             "judge a canary against its baseline (Mann-Whitney)"),
     Command("gateway", "monitor.gateway.cli",
             "an OpenAI-compatible streaming proxy that measures and judges every request "
-            "(TTFT, ITL, outcome by model, tenant, SLO class) on its own /metrics"),
+            "(TTFT, ITL, outcome by model, tenant, SLO class) on its own /metrics; also takes "
+            "vLLM's OTLP request spans on /v1/traces"),
     Command("requests", "monitor.store.requests_cli",
             "exact latency percentiles and goodput of the request events the gateway stored "
             "(--store), over any window, per tenant, class or model, against any thresholds"),

@@ -100,7 +100,8 @@ def _serve(args: argparse.Namespace, gateway: Gateway, sink: StoreSink | None) -
         return 1
     host, port = sock.getsockname()[:2]
     print(f"gateway: http://{host}:{port} -> {config.upstream} (its own /metrics at "
-          f"http://{host}:{port}/metrics)", flush=True)
+          f"http://{host}:{port}/metrics, OTLP/HTTP traces at http://{host}:{port}/v1/traces)",
+          flush=True)
     uv = uvicorn.Server(uvicorn.Config(gateway, log_level="warning", access_log=False))
     if sink is not None:
         sink.start()
