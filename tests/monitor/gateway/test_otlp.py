@@ -17,6 +17,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from monitor.gateway import load_slo_classes
 from monitor.gateway.otlp import request_events
+from monitor.gateway.store_sink import event_row
 from tests.monitor.gateway.conftest import Through
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "otlp"
@@ -191,3 +192,16 @@ def test_arrival_is_the_span_start_on_the_wall_clock():
     assert timing.arrived_at == pytest.approx(500.0 - 100.0)
     assert timing.finished_at == pytest.approx(400.5)
     assert decoded.incomplete == []
+
+
+def test_a_span_event_is_stored_with_the_engines_queue_and_prefill():
+    event = request_events(payload(llm_span()), load_slo_classes(), wall_now=1_700_000_100.0,
+                           perf_now=500.0).events[0]
+    event.good = True
+    row = event_row(event, wall_now=1_700_000_100.0, perf_now=500.0)
+    assert row.at == pytest.approx(1_700_000_000.0)  # the span's start
+    assert (row.prompt_tokens, row.output_tokens, row.outcome, row.status) == (7, 5, "ok", 200)
+    assert (row.ttft_seconds, row.first_content_seconds, row.e2e_seconds) == pytest.approx(
+        (0.1, 0.1, 0.5))
+    assert row.tpot_seconds == pytest.approx(0.1) and row.max_itl_seconds is None
+    assert (row.engine_queue_seconds, row.engine_ttft_seconds) == pytest.approx((0.01, 0.05))
