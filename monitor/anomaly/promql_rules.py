@@ -33,11 +33,10 @@ NOT_EXPRESSED: Final[tuple[tuple[str, str], ...]] = (
      "seen at an offered load within +-25%)", "inside a range or subquery every expression is "
      "evaluated at the past step, so a past point cannot be selected by its distance to the "
      "current load"),
-    ("anomalous points left out of the baselines (and relearned after 6 hours)", "the "
+    ("anomalous points left out of the baselines (and relearned after 6 hours), and out of "
+     "the seasonal trend correction and residual spread (`--seasonal`)", "the "
      "baseline would read its own alert's history (ALERTS, one evaluation late) and count "
      "skipped points in a row; PromQL has no state across evaluations"),
-    ("seasonal baselines (the same time 1, 2 and 3 weeks ago, trend-corrected)", "needs 3 "
-     "weeks of retention and a day's trend regression per series; not generated"),
     ("per-series tail calibration (thresholds scaled by the 99% deviation over 14 days)",
      "a 14-day subquery at the evaluation step reads 20,160 points per series per evaluation"),
     ("spread (the MAD of the last 10 points around their own median)", "a subquery evaluates "
@@ -124,12 +123,14 @@ def alert_rules(params: AnomalyParams) -> list[Rule]:
                             f"(threshold {threshold:.0%})"))
     for signal in scored_signals():
         name, z = _camel(signal.feature.name), f"{signal.record}:robust_z"
-        rules.append(_alert(f"InferwatchAnomaly{name}", f"{z} > {params.z_alert!r}", hold,
+        # Where the seasonal file (--seasonal) scores the signal, its score replaces this one.
+        defer = f" unless {signal.record}:seasonal_z"
+        rules.append(_alert(f"InferwatchAnomaly{name}", f"{z} > {params.z_alert!r}{defer}", hold,
                             "warning", f"{{{{ $labels.instance }}}}: {signal.feature.name} "
                             f"{{{{ $value | printf \"%.1f\" }}}} robust sigmas from its "
                             f"trailing median"))
         spike = _minutes(params, signal.feature.extreme_points - 1)
-        rules.append(_alert(f"InferwatchAnomaly{name}Spike", f"{z} > {params.z_extreme!r}",
+        rules.append(_alert(f"InferwatchAnomaly{name}Spike", f"{z} > {params.z_extreme!r}{defer}",
                             spike, "warning", f"{{{{ $labels.instance }}}}: "
                             f"{signal.feature.name} spiked ({{{{ $value | printf \"%.1f\" }}}} "
                             f"robust sigmas)"))
@@ -162,6 +163,11 @@ def generate_anomaly_rules(params: AnomalyParams | None = None) -> str:
               "# Robust scores and throughput against its load-adjusted baseline. "
               "Approximations of the embedded monitor:"]
     header += [f"#   - {text}" for text in APPROXIMATIONS]
+    header.append("# Seasonal baselines (the same time 1, 2 and 3 weeks or days ago, "
+                  "trend-corrected) are opt-in: `inferwatch rules anomaly --seasonal weekly` "
+                  "writes inferwatch-anomaly-seasonal-rules.yml; where its score "
+                  "(inferwatch_target:<signal>:seasonal_z) exists, the robust-score alerts "
+                  "below defer to it.")
     header.append("# Not expressed in PromQL (the embedded monitor, `inferwatch serve`, has them):")
     header += [f"#   - {what}: {why}" for what, why in NOT_EXPRESSED]
     body: str = yaml.safe_dump({"groups": rule_groups(params)}, sort_keys=False,

@@ -31,6 +31,8 @@ DEFAULT_RELEASE: Final = "kube-prometheus-stack"
 ENGINES_DIR: Final = "engines"
 SLO_RULES_FILE: Final = "kube-prometheus-stack/inferwatch-slo-rules.yaml"
 ANOMALY_RULES_FILE: Final = "kube-prometheus-stack/inferwatch-anomaly-rules.yaml"
+# Opt-in (not in the kustomization's resources): needs 3 weeks of retention.
+SEASONAL_RULES_FILE: Final = "kube-prometheus-stack/inferwatch-anomaly-seasonal-rules.yaml"
 MONITOR_SLOS_DIR: Final = "monitor/slos"
 SLO_SUFFIXES: Final = (".yaml", ".yml")
 
@@ -90,6 +92,21 @@ def anomaly_rule_file(release: str) -> str:
                      "rules", header)
 
 
+def seasonal_rule_file(release: str) -> str:
+    """The rules of ``inferwatch rules anomaly --seasonal weekly`` as one PrometheusRule."""
+    from monitor.anomaly.promql_seasonal import generate_seasonal_rules
+
+    text = generate_seasonal_rules("weekly")
+    groups: list[Mapping[str, Any]] = yaml.safe_load(text)["groups"]
+    header = text[:text.index("\ngroups:")].splitlines()[1:]
+    header.append("# Not in kustomization.yaml's resources: add it there once Prometheus keeps "
+                  "3 weeks (prometheus.prometheusSpec.retention).")
+    return _document(prometheus_rule("inferwatch-anomaly-seasonal", groups,
+                                     {"release": release}),
+                     "monitor/anomaly (params.py, features.py): seasonal anomaly recording and "
+                     "alerting rules (weekly)", header)
+
+
 def slo_copies(slo_paths: Sequence[Path]) -> dict[str, str]:
     """The SLO files the monitor's base mounts, byte for byte."""
     return {f"{MONITOR_SLOS_DIR}/{path.name}": path.read_text(encoding="utf-8")
@@ -113,6 +130,7 @@ def generated_files(slos: Sequence[Slo], slos_source: Path, *,
     files[SLO_RULES_FILE] = slo_rule_file(slos, [p.name for p in paths], release,
                                           interval_seconds=interval_seconds)
     files[ANOMALY_RULES_FILE] = anomaly_rule_file(release)
+    files[SEASONAL_RULES_FILE] = seasonal_rule_file(release)
     files.update(slo_copies(paths))
     return files
 

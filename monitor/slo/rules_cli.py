@@ -8,6 +8,9 @@
     promtool test rules alerts/tests/inferwatch-slo.test.yml
     inferwatch rules anomaly                   # deploy/prometheus/inferwatch-anomaly-rules.yml
     inferwatch rules anomaly --check           # (the anomaly detectors PromQL can express)
+                                               #   and, opt-in to load, the seasonal variant
+                                               #   inferwatch-anomaly-seasonal-rules.yml
+    inferwatch rules anomaly --seasonal daily  # its season: weekly (default), daily, none
 
 The files are generated, checked in, and reviewed like code; `--check` exits 1 with a diff
 when they differ from what the specs generate. Exit status 2: specs or options unusable.
@@ -28,6 +31,7 @@ from monitor.slo.spec import Slo
 
 RULES_FILE: Final = "inferwatch-slo.rules.yml"
 ANOMALY_RULES_FILE: Final = "inferwatch-anomaly-rules.yml"
+SEASONAL_RULES_FILE: Final = "inferwatch-anomaly-seasonal-rules.yml"
 TEST_FILE: Final = "tests/inferwatch-slo.test.yml"
 
 
@@ -48,8 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                  "it cannot)")
     anomaly.add_argument("--out", default="deploy/prometheus",
                          help=f"directory for {ANOMALY_RULES_FILE}")
+    anomaly.add_argument("--seasonal", choices=["weekly", "daily", "none"], default="weekly",
+                         help=f"also write {SEASONAL_RULES_FILE}: each signal against the same "
+                              "time 1, 2 and 3 weeks (or days) ago (needs that retention; "
+                              "'none': not written)")
     anomaly.add_argument("--check", action="store_true",
-                         help="write nothing; exit 1 with a diff if the file is not current")
+                         help="write nothing; exit 1 with a diff if the files are not current")
     win = actions.add_parser("windows", help="print the burn-rate windows of a period, with "
                                              "detection and reset times")
     win.add_argument("--period", required=True, help="the SLO period: 1d, 7d, 28d, 30d, 90d")
@@ -123,14 +131,16 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-
-
 def _anomaly(args: argparse.Namespace) -> int:
     from monitor.anomaly.promql_rules import NOT_EXPRESSED, generate_anomaly_rules
 
     for what, why in NOT_EXPRESSED:
         print(f"inferwatch rules anomaly: not expressed: {what}: {why}", file=sys.stderr)
     files = {ANOMALY_RULES_FILE: generate_anomaly_rules()}
+    if args.seasonal != "none":
+        from monitor.anomaly.promql_seasonal import generate_seasonal_rules
+
+        files[SEASONAL_RULES_FILE] = generate_seasonal_rules(args.seasonal)
     if args.check:
         return check_generated(Path(args.out), files, "inferwatch rules anomaly")
     write_generated(Path(args.out), files)

@@ -1,6 +1,6 @@
-"""The anomaly rule file in a real vmalert over a real VictoriaMetrics: every rule evaluates
-without an error (MetricsQL accepts each query as written), and the recorded signals land
-in storage with the values worked out from the imported series."""
+"""The anomaly rule files (base and seasonal) in a real vmalert over a real VictoriaMetrics:
+every rule evaluates without an error (MetricsQL accepts each query as written), and the
+recorded signals land in storage with the values worked out from the imported series."""
 
 from __future__ import annotations
 
@@ -22,12 +22,14 @@ from monitor.stack.victoriametrics import (
 from tests.exporters.sharded_stack import query
 from tests.integration import unavailable
 from tests.monitor.anomaly.test_promql_rules import RULE_FILE
+from tests.monitor.anomaly.test_promql_seasonal import SEASONAL_FILE
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INTERVAL = "2s"  # the groups' 1m, shortened so the test sees several evaluations
 TARGET = 'job="engine",instance="e0:8000"'
 MINUTES = 60
+RULE_FILES = (RULE_FILE, SEASONAL_FILE)  # the seasonal rules find no history: no series, no error
 
 
 def _import_text(now_ms: int) -> str:
@@ -42,11 +44,11 @@ def _import_text(now_ms: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _fast_rules(directory: Path) -> Path:
-    groups = yaml.safe_load(RULE_FILE.read_text())
+def _fast_rules(directory: Path, rule_file: Path) -> Path:
+    groups = yaml.safe_load(rule_file.read_text())
     for group in groups["groups"]:
         group["interval"] = INTERVAL
-    path = directory / RULE_FILE.name
+    path = directory / rule_file.name
     path.write_text(yaml.safe_dump(groups, sort_keys=False, width=1_000_000))
     return path
 
@@ -61,7 +63,7 @@ def vmalert(tmp_path: Path) -> Iterator[tuple[Service, Service]]:
     try:
         httpx.post(f"{vm.url}/api/v1/import/prometheus", timeout=10,
                    content=_import_text(int(time.time() * 1000))).raise_for_status()
-        argv = [binaries["vmalert"], f"-rule={_fast_rules(tmp_path)}",
+        argv = [binaries["vmalert"], *(f"-rule={_fast_rules(tmp_path, f)}" for f in RULE_FILES),
                 f"-datasource.url={vm.url}", f"-remoteWrite.url={vm.url}",
                 f"-remoteRead.url={vm.url}", "-remoteWrite.flushInterval=1s",
                 "-notifier.url=http://127.0.0.1:9"]  # nothing fires on steady series
@@ -99,8 +101,8 @@ def test_vmalert_evaluates_every_rule_without_error_and_records_the_signals(
     assert ratio, "no baseline ratio recorded in time"
     rules = _wait_for(lambda: all(map(_evaluated, found := _rules(alert.url))) and found)
     assert rules, "vmalert did not evaluate every rule in time"
-    assert len(rules) == sum(len(g["rules"]) for g in yaml.safe_load(
-        RULE_FILE.read_text())["groups"])
+    assert len(rules) == sum(len(g["rules"]) for f in RULE_FILES
+                             for g in yaml.safe_load(f.read_text())["groups"])
     assert [(r["name"], r["lastError"]) for r in rules if r.get("lastError")] == []
     # 1,000 tokens/s at 10 req/s; the baseline is the throughput itself (ratio 1).
     assert float(ratio[0]["value"][1]) == pytest.approx(1.0)
