@@ -9,6 +9,7 @@
     inferwatch scrape-config --engine vllm --targets ... --out vmagent.yml \\
         --rules-out vllm-rules.yml --shards 2 --victoria-metrics http://vm:8428 \\
         --alertmanager http://am:9093      # prints each vmagent shard's and vmalert's command
+    ... --shards 2 --vmalert-per-shard        # and one vmalert per shard (per-target rules)
 
 What the configuration cannot reproduce of the bridge is a comment in each file and a list on
 stderr. Exit status 2: an unknown engine or unusable options.
@@ -59,6 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="where vmalert sends alerts")
     shard.add_argument("--slo-rules", action="append", default=None,
                        help=f"more rule files for vmalert (default: {DEFAULT_SLO_RULES})")
+    shard.add_argument("--anomaly-rules", action="append", default=None,
+                       help="per-target rule files for vmalert beside --rules-out (e.g. "
+                            "deploy/prometheus/inferwatch-anomaly-rules.yml)")
+    shard.add_argument("--vmalert-per-shard", action="store_true",
+                       help="one vmalert per shard for the per-target rules (--rules-out, "
+                            "--anomaly-rules), each over its shard's series only (vmagent "
+                            "labels them shard=N); the SLO rules in one fleet vmalert")
     shard.add_argument("--evaluation-interval", default="1m",
                        help="vmalert's interval for groups without their own")
 
@@ -113,14 +121,17 @@ def _run_sharded(args: argparse.Namespace, plan: Plan, targets: list[str]) -> in
               "commands name them)", file=sys.stderr)
         return 2
     try:
-        setup = ShardedSetup(args.shards, args.victoria_metrics, args.alertmanager)
+        setup = ShardedSetup(args.shards, args.victoria_metrics, args.alertmanager,
+                             vmalert_per_shard=args.vmalert_per_shard)
     except PromConfigError as exc:
         print(f"inferwatch scrape-config: {exc}", file=sys.stderr)
         return 2
     write_output(args.rules_out, rules_text(plan))
-    write_output(args.out, vmagent_config_text(plan, args.job or args.engine, targets))
-    rule_paths = [args.rules_out, *(args.slo_rules or [DEFAULT_SLO_RULES])]
-    sys.stdout.write(commands_text(setup, args.out, rule_paths, args.evaluation_interval))
+    write_output(args.out, vmagent_config_text(plan, args.job or args.engine, targets,
+                                               vmalert_per_shard=args.vmalert_per_shard))
+    rule_paths = [args.rules_out, *(args.anomaly_rules or [])]
+    sys.stdout.write(commands_text(setup, args.out, rule_paths, args.evaluation_interval,
+                                   args.slo_rules or [DEFAULT_SLO_RULES]))
     _report_gaps(plan)
     return 0
 

@@ -2,6 +2,8 @@
 (the commands exporters/promconfig/sharded.py generates), one VictoriaMetrics, vmalert
 evaluating the generated normalization rules and an SLO rule file, a real Alertmanager and a
 webhook receiver counting its notifications. For tests/exporters/test_sharded_victoriametrics.py.
+With ``vmalert_per_shard`` the vmagents label their shard and one vmalert per shard evaluates
+the normalization rules and a per-target alert over its shard only; a fleet vmalert the SLO.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,6 +21,7 @@ import yaml
 from exporters.promconfig import engine_plan, rules_text
 from exporters.promconfig.sharded import (
     ShardedSetup,
+    shard_vmalert_argv,
     vmagent_argv,
     vmagent_config_text,
     vmalert_argv,
@@ -46,6 +49,13 @@ SLO: Final = {
         {"severity": "page", "long_seconds": LONG_WINDOW_SECONDS, "short_seconds": 12,
          "factor": 2}]},
 }
+# A per-target alert for the shards' vmalerts, standing in for the anomaly rules (whose
+# windows need hours of history): an engine rejecting requests, from the recorded errors.
+TARGET_ALERT: Final = "EngineRejectingRequests"
+TARGET_RULES: Final = {"groups": [{"name": "per-target", "rules": [{
+    "alert": TARGET_ALERT, "for": f"{2 * INTERVAL_SECONDS}s", "labels": {"severity": "page"},
+    "expr": 'sum by (job, instance) (rate(gen_ai_server_request_errors_total'
+            '{error_type="rejected"}[12s])) > 0'}]}]}
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class ShardedStack:
     agents: list[Service]
     vmalert: Service
     receiver: AlertReceiver
+    shard_vmalerts: list[Service] = field(default_factory=list)  # with vmalert_per_shard
 
     def pages(self) -> list[Notice]:
         """The receiver's firing notices of the SLO's pages (resends are not counted)."""
@@ -63,7 +74,8 @@ class ShardedStack:
 
 
 def write_files(workdir: Path, addresses: list[str]) -> tuple[Path, list[Path]]:
-    """The vmagent job (a short scrape interval added) and vmalert's two rule files."""
+    """The vmagent job (a short scrape interval added) and vmalert's two rule files (and the
+    per-target alert, TARGET_RULES, as target-rules.yml beside them)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load(vmagent_config_text(engine_plan(JOB), JOB, addresses))
     interval = f"{INTERVAL_SECONDS}s"
@@ -75,12 +87,14 @@ def write_files(workdir: Path, addresses: list[str]) -> tuple[Path, list[Path]]:
     slo_rules = workdir / "slo-rules.yml"
     slo_rules.write_text(generate_rules([Slo.model_validate(SLO)],
                                         interval_seconds=INTERVAL_SECONDS), encoding="utf-8")
+    (workdir / "target-rules.yml").write_text(yaml.safe_dump(TARGET_RULES), encoding="utf-8")
     return config_path, [normalize, slo_rules]
 
 
 @contextmanager
 def running_sharded_stack(workdir: Path, num_engines: int, binaries: dict[str, str],
-                          alertmanager_binary: str) -> Iterator[ShardedStack]:
+                          alertmanager_binary: str, *,
+                          vmalert_per_shard: bool = False) -> Iterator[ShardedStack]:
     with ExitStack() as stack:
         fleet = stack.enter_context(running_fleet(num_engines))
         receiver = AlertReceiver().start()
@@ -90,17 +104,26 @@ def running_sharded_stack(workdir: Path, num_engines: int, binaries: dict[str, s
         stack.callback(alertmanager.stop)
         vm = start_victoria_metrics(binaries["victoria-metrics"], workdir / "victoria-metrics")
         stack.callback(vm.stop)
-        setup = ShardedSetup(NUM_SHARDS, vm.url, alertmanager.url)
+        setup = ShardedSetup(NUM_SHARDS, vm.url, alertmanager.url,
+                             vmalert_per_shard=vmalert_per_shard)
         config, rules = write_files(workdir, fleet.addresses)
         agents = []
         for shard in range(NUM_SHARDS):
             argv = _with_binary(vmagent_argv(setup, str(config), shard), binaries)
             agents.append(start_vm_tool(f"vmagent-{shard}", argv, workdir / f"vmagent-{shard}"))
             stack.callback(agents[-1].stop)
+        shard_vmalerts = []
+        if vmalert_per_shard:  # normalization + per-target alert per shard, the SLO in one
+            per_target, rules = [str(rules[0]), str(workdir / "target-rules.yml")], rules[1:]
+            for shard in range(NUM_SHARDS):
+                argv = shard_vmalert_argv(setup, per_target, shard, f"{INTERVAL_SECONDS}s")
+                shard_vmalerts.append(start_vm_tool(f"vmalert-{shard}", _with_binary(
+                    argv, binaries), workdir / f"vmalert-{shard}"))
+                stack.callback(shard_vmalerts[-1].stop)
         argv = vmalert_argv(setup, [str(path) for path in rules], f"{INTERVAL_SECONDS}s")
         vmalert = start_vm_tool("vmalert", _with_binary(argv, binaries), workdir / "vmalert")
         stack.callback(vmalert.stop)
-        yield ShardedStack(fleet, vm.url, agents, vmalert, receiver)
+        yield ShardedStack(fleet, vm.url, agents, vmalert, receiver, shard_vmalerts)
 
 
 def _with_binary(argv: list[str], binaries: dict[str, str]) -> list[str]:

@@ -14,6 +14,7 @@ from exporters.promconfig import PromConfigError, engine_plan
 from exporters.promconfig.cli import DEFAULT_SLO_RULES
 from exporters.promconfig.sharded import (
     ShardedSetup,
+    shard_vmalert_argv,
     vmagent_argv,
     vmagent_config_text,
     vmalert_argv,
@@ -24,6 +25,7 @@ from tests.integration import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = ShardedSetup(2, "http://vm:8428", "http://am:9093")
+PER_SHARD = ShardedSetup(2, "http://vm:8428", "http://am:9093", vmalert_per_shard=True)
 
 
 def test_each_shard_scrapes_its_member_number_of_the_same_job() -> None:
@@ -45,6 +47,45 @@ def test_vmalert_reads_and_writes_victoria_metrics_and_alerts_to_alertmanager() 
         "-remoteWrite.url=http://vm:8428", "-remoteRead.url=http://vm:8428",
         "-remoteWrite.flushInterval=1s", "-notifier.url=http://am:9093",
         "-evaluationInterval=15s"]
+
+
+def test_with_a_vmalert_per_shard_each_vmagent_labels_its_shard() -> None:
+    assert "-remoteWrite.label=shard=1" in vmagent_argv(PER_SHARD, "c.yml", 1)
+    assert not any("remoteWrite.label" in arg for arg in vmagent_argv(SETUP, "c.yml", 1))
+
+
+def test_a_shards_vmalert_queries_its_shard_only_and_labels_what_it_writes() -> None:
+    assert shard_vmalert_argv(PER_SHARD, ["a.yml"], 1, "15s") == [
+        "vmalert", "-rule=a.yml", "-datasource.url=http://vm:8428?extra_label=shard%3D1",
+        "-remoteWrite.url=http://vm:8428", "-remoteRead.url=http://vm:8428?extra_label=shard%3D1",
+        "-remoteWrite.flushInterval=1s", "-notifier.url=http://am:9093",
+        "-evaluationInterval=15s", "-external.label=shard=1"]
+
+
+@pytest.mark.parametrize(("setup", "shard"), [(SETUP, 0), (PER_SHARD, 2)],
+                         ids=["vmagents without the shard label", "a shard out of range"])
+def test_a_shards_vmalert_is_refused_where_it_cannot_filter(setup: ShardedSetup,
+                                                             shard: int) -> None:
+    with pytest.raises(PromConfigError):
+        shard_vmalert_argv(setup, ["a.yml"], shard)
+
+
+def test_the_cli_prints_a_vmalert_per_shard_and_one_for_the_fleets_slo(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, rules = tmp_path / "vmagent.yml", tmp_path / "vllm-rules.yml"
+    anomaly = "deploy/prometheus/inferwatch-anomaly-rules.yml"
+    assert main(["scrape-config", "--engine", "vllm", "--targets", "a:1", "--out", str(out),
+                 "--rules-out", str(rules), "--shards", "2", "--vmalert-per-shard",
+                 "--anomaly-rules", anomaly]) == 0
+    commands = [shlex.split(line) for line in capsys.readouterr().out.splitlines()
+                if not line.startswith("#")]
+    assert [argv[0] for argv in commands] == ["vmagent"] * 2 + ["vmalert"] * 3
+    for shard, argv in enumerate(commands[2:4]):
+        assert argv[1:3] == [f"-rule={rules}", f"-rule={anomaly}"]
+        assert argv[-1] == f"-external.label=shard={shard}"
+    assert [a for a in commands[4] if a.startswith("-rule=")] == [f"-rule={DEFAULT_SLO_RULES}"]
+    assert "-datasource.url=http://localhost:8428" in commands[4]
+    assert "# One vmalert per shard" in out.read_text()
 
 
 @pytest.mark.parametrize(("shards", "vm", "shard"), [(0, "http://vm:8428", 0),

@@ -1,17 +1,23 @@
 """A fleet of 500 simulated vLLM engines, sharded between two real vmagents, stored in one
-VictoriaMetrics, normalized and judged by vmalert from the generated rules, paging through a
-real Alertmanager: each vmagent scrapes about half, together all; every engine's schema
-series are in storage with the page's values; one failing engine pages exactly once."""
+VictoriaMetrics, normalized and judged by one vmalert per shard (the per-target rules) and a
+fleet vmalert (the SLO) from the generated commands, paging through a real Alertmanager: each
+vmagent scrapes about half, together all; each shard's vmalert evaluates its half only;
+every engine's schema series are in storage with the page's values; one failing engine pages
+exactly once, for the SLO and for its own per-target alert."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from exporters.promconfig.sharded import SHARD_LABEL
 from monitor.stack.alertmanager import alertmanager_binary
+from monitor.stack.receiver import Notice
 from monitor.stack.victoriametrics import victoria_metrics_binaries
 from tests.exporters.engine_fleet import PAGE_NAME
 from tests.exporters.promconfig_stack import differences, page_of
@@ -20,6 +26,7 @@ from tests.exporters.sharded_stack import (
     LONG_WINDOW_SECONDS,
     NUM_SHARDS,
     SLO_NAME,
+    TARGET_ALERT,
     ShardedStack,
     active_targets,
     by_instance,
@@ -48,25 +55,56 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShardedStack]:
     if alertmanager is None:
         unavailable("Alertmanager is not installed (apt-get install prometheus-alertmanager)")
     workdir: Path = tmp_path_factory.mktemp("sharded")
-    with running_sharded_stack(workdir, NUM_ENGINES, binaries, alertmanager) as running:
+    with running_sharded_stack(workdir, NUM_ENGINES, binaries, alertmanager,
+                               vmalert_per_shard=True) as running:
         yield running
+
+
+def _shares(stack: ShardedStack) -> list[set[str]]:
+    """The instances each vmagent scrapes, by shard."""
+    return [{t["labels"]["instance"] for t in active_targets(agent.url)
+             if t["health"] == "up"} for agent in stack.agents]
 
 
 def test_the_vmagents_split_the_engines_and_scrape_every_one(stack: ShardedStack) -> None:
     everyone = set(stack.fleet.addresses)
-
-    def shares() -> list[set[str]]:
-        return [{t["labels"]["instance"] for t in active_targets(agent.url)
-                 if t["health"] == "up"} for agent in stack.agents]
-
-    wait_until(lambda: None if set().union(*shares()) == everyone
-               else f"up: {[len(s) for s in shares()]} of {NUM_ENGINES}", 30)
-    found = shares()
+    wait_until(lambda: None if set().union(*_shares(stack)) == everyone
+               else f"up: {[len(s) for s in _shares(stack)]} of {NUM_ENGINES}", 30)
+    found = _shares(stack)
     assert len(found) == NUM_SHARDS
     assert not found[0] & found[1]
     for share in found:  # a hash split: about half each
         assert 0.4 * NUM_ENGINES < len(share) < 0.6 * NUM_ENGINES
     assert min(stack.fleet.num_scrapes) > 0
+
+
+def _errors_recorded(vmalert_url: str) -> float | None:
+    """How many series vmalert's last evaluation of the errors' normalization rule gave."""
+    found = re.search(r'vmalert_recording_rules_last_evaluation_samples\{[^}]*recording='
+                      r'"gen_ai_server_request_errors_total"[^}]*\} (\S+)',
+                      httpx.get(f"{vmalert_url}/metrics", timeout=10).text)
+    return float(found.group(1)) if found else None
+
+
+def test_each_shards_vmalert_evaluates_its_shard_only(stack: ShardedStack) -> None:
+    """vmalert N records one error series per engine of vmagent N's share, not of the fleet,
+    and every engine's recorded series carries the shard of the vmagent scraping it."""
+    shares = _shares(stack)
+    expected = [float(len(share)) for share in shares]
+
+    def recorded_by_shard() -> str | None:
+        found = [_errors_recorded(alert.url) for alert in stack.shard_vmalerts]
+        return None if found == expected else f"recorded {found}, shares {expected}"
+
+    wait_until(recorded_by_shard, 30)
+    assert sum(expected) == NUM_ENGINES
+    errors = 'gen_ai_server_request_errors_total{error_type="rejected"}'
+    wait_until(lambda: None if len(found := query(stack.victoria_metrics_url, errors))
+               == NUM_ENGINES else f"{len(found)} engines' errors in storage", 30)
+    recorded = query(stack.victoria_metrics_url, errors)
+    shard_of = {item["metric"]["instance"]: item["metric"][SHARD_LABEL] for item in recorded}
+    assert len(recorded) == NUM_ENGINES == len(shard_of)
+    assert shard_of == {a: str(n) for n, share in enumerate(shares) for a in share}
 
 
 def test_victoria_metrics_holds_every_engines_schema_series(stack: ShardedStack) -> None:
@@ -92,7 +130,7 @@ def test_victoria_metrics_holds_every_engines_schema_series(stack: ShardedStack)
 
 
 def test_one_failing_engine_pages_exactly_once(stack: ShardedStack) -> None:
-    assert stack.pages() == []
+    assert stack.pages() == [] and _target_pages(stack) == []
     stack.fleet.start_fault(FAULTY)
     started = time.monotonic()
     wait_until(lambda: None if stack.pages() else "no page yet", 60)
@@ -102,6 +140,12 @@ def test_one_failing_engine_pages_exactly_once(stack: ShardedStack) -> None:
                    - time.monotonic()))
     (page,) = stack.pages()
     assert page.labels["severity"] == "page"
+    # The per-target alert, from the faulty engine's shard's vmalert only: one notice.
+    faulty = stack.fleet.addresses[FAULTY]
+    (target_page,) = _target_pages(stack)
+    assert target_page.labels["instance"] == faulty
+    [shard] = [str(n) for n, share in enumerate(_shares(stack)) if faulty in share]
+    assert target_page.labels[SHARD_LABEL] == shard
     assert float(page.annotations["burn_rate"]) > 2
     failing = query(stack.victoria_metrics_url,
                     f"increase(gen_ai_server_request_errors_total[{4 * INTERVAL_SECONDS}s]) > 0")
@@ -115,11 +159,17 @@ def test_one_failing_engine_pages_exactly_once(stack: ShardedStack) -> None:
     assert 0.5 * expected < float(ratio[0]["value"][1]) < 1.1 * expected
 
 
+def _target_pages(stack: ShardedStack) -> list[Notice]:
+    return [n for n in stack.receiver.notices if n.status == "firing"
+            and n.labels.get("alertname") == TARGET_ALERT]
+
+
 def _schema_series(url: str, instance: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
                                                     float]:
     series = {}
     for item in query(url, f'{{{_SCHEMA}, instance="{instance}"}}'):
-        labels = {k: v for k, v in item["metric"].items() if k not in ("job", "instance")}
+        labels = {k: v for k, v in item["metric"].items()  # the target's and shard's labels
+                  if k not in ("job", "instance", SHARD_LABEL)}
         name = labels.pop("__name__")
         series[(name, tuple(sorted(labels.items())))] = float(item["value"][1])
     return series
