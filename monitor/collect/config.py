@@ -256,6 +256,15 @@ class MonitorConfig(_Section):
             first[target.name] = i
         return self
 
+    @property
+    def settle_seconds(self) -> float:
+        """How long after its end a minute's data are all in the store, so that evaluations
+        (SLOs, anomalies) and reports may count it as closed: ``alerting.settle_seconds``,
+        plus the longest ``promql_delay_seconds`` of the PromQL targets, whose windows are
+        read (and stored) that long after they end."""
+        delays = [t.promql_delay_seconds for t in self.targets if t.promql_selector is not None]
+        return self.alerting.settle_seconds + max(delays, default=0.0)
+
     def target(self, name: str) -> TargetConfig:
         for target in self.targets:
             if target.name == name:

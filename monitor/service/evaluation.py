@@ -27,9 +27,9 @@ def evaluation_loop(config: MonitorConfig, store: Store, slos: list[Slo],
     evaluation interval; ``current`` gives the config in force (edits of the targets'
     capacity apply live), else ``config`` stays."""
     settings = config.alerting
-    evaluator = SloEvaluator(slos, StoreSliSource(store), settle_seconds=settings.settle_seconds)
+    evaluator = SloEvaluator(slos, StoreSliSource(store), settle_seconds=config.settle_seconds)
     anomalies = (AnomalyMonitor(store, AnomalyParams(step_seconds=config.anomaly.step_seconds),
-                                settle_seconds=settings.settle_seconds,
+                                settle_seconds=config.settle_seconds,
                                 history_seconds=config.anomaly.history_seconds)
                  if config.anomaly.enabled else None)
     book = AlertBook(store, resend_seconds=settings.resend_seconds)

@@ -309,7 +309,9 @@ class LiveConfig:
         self.alerting.interval_seconds = settings.evaluation_interval_seconds
         self.alerting.external_url = settings.external_url.rstrip("/")
         self.alerting.book.resend_seconds = settings.resend_seconds
-        self.evaluator.settle_seconds = settings.settle_seconds
+        self.evaluator.settle_seconds = new.settle_seconds  # PromQL targets' delays included
+        if self.alerting.anomalies is not None:
+            self.alerting.anomalies.settle_seconds = new.settle_seconds
         added, changed, removed = target_changes(old, new)
         return Changes(slos.added, slos.changed, slos.removed, added, changed, removed,
                        restart_required(old, new))

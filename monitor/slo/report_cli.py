@@ -68,7 +68,7 @@ def _render(args: argparse.Namespace) -> str:
     try:
         # As the API does: minutes count once their scrapes are stored (the settle time).
         report = build_report(slo, StoreSliSource(store), start, end, args.step,
-                              now=now - config.alerting.settle_seconds)
+                              now=now - config.settle_seconds)
     finally:
         store.close()
     # Imported here, as in the API: it brings matplotlib.

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from monitor.api.convert import alert_out, finite, slo_outs, target_out
 from monitor.api.schemas import AlertOut, SloOut, TargetOut
-from monitor.api.routers.slos import SETTLE_SECONDS
 from monitor.api.state import ServiceState
 from monitor.slo.evaluator import SloStatus
 from monitor.slo.report import build_report
@@ -121,6 +120,6 @@ def period_series(state: ServiceState, name: str, now: float) -> StepSeries | st
         return f"no SLO {name!r}"
     try:
         return build_report(slo, StoreSliSource(state.store), now - slo.window.nominal_seconds,
-                            now, None, now=now - SETTLE_SECONDS).series
+                            now, None, now=now - state.config().settle_seconds).series
     except ValueError as exc:
         return str(exc)

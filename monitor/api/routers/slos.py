@@ -21,7 +21,6 @@ from monitor.slo.spec import Slo
 router = APIRouter(prefix="/api/v1/slos", tags=["slos"])
 
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorBody}}
-SETTLE_SECONDS = 30.0
 
 
 def _outs(state: ServiceState) -> list[SloOut]:
@@ -67,9 +66,10 @@ def report(state: StateDep, name: str,
     slo = _slo(state, name)
     start_s, end_s = parse_range(start, end, time.time(), slo.window.nominal_seconds)
     try:
-        # Minutes end once their scrapes are stored: leave the last settle seconds out.
+        # Minutes end once their scrapes are stored: leave the last settle seconds out (more
+        # with PromQL targets, whose windows are read promql_delay_seconds late).
         built = build_report(slo, StoreSliSource(state.store), start_s, end_s, step,
-                             now=time.time() - SETTLE_SECONDS)
+                             now=time.time() - state.config().settle_seconds)
     except ValueError as exc:
         raise bad_request(f"report of SLO {name!r}: {exc}") from None
     if format == "html":
