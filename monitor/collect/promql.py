@@ -292,6 +292,28 @@ class PromQLSource:
                                         else {"__name__", *TARGET_LABELS})
         self._parts = _schema_parts(specs)
         self._all_series = _name_matcher(self._parts, self.selector)
+        self._gauges = _name_matcher([name for name, part in self._parts.items()
+                                      if part.spec.type is MetricType.GAUGE], self.selector)
+
+    async def first(self, target: str, at: float) -> Snapshot:
+        """The target's first reading at ``at``, as the scraper's first scrape gives it:
+        FIRST, its gauges only (the last sample of each at or before ``at``, within the
+        server's lookback), no increases. Raises PromQLError as ``snapshot`` does."""
+        at = round(at * 1000) / 1000
+        series = await self.client.query(self._gauges, at)
+        gauges: dict[SeriesKey, GaugeStats] = {}
+        seen: dict[tuple[str, SeriesKey, str], Mapping[str, str]] = {}
+        for one in series:
+            name = one.labels.get("__name__", "")
+            part = self._parts.get(name)
+            if part is None or part.spec.type is not MetricType.GAUGE or not one.samples:
+                continue
+            labels = {k: v for k, v in one.labels.items() if k not in self.dropped_labels}
+            key = series_key(part.spec.exposed_name, labels)
+            self._check_unique(seen, (name, key, ""), one.labels, self._gauges)
+            value = one.samples[-1][1]
+            gauges[key] = GaugeStats(value, value, 1, value, value)
+        return Snapshot(target, at, at, TargetState.FIRST, None, {}, gauges, {})
 
     async def snapshot(self, target: str, start: float, end: float) -> Snapshot:
         """The target over [start, end): counter and histogram increases, gauge statistics.

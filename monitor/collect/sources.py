@@ -8,7 +8,9 @@ collector (monitor/collect/collector.py) asks it on the target's interval. Two s
   last good reading (monitor/collect/deltas.py). A failed scrape forgets that reading.
 - ``PromQLTargetSource``: the target's series read from a Prometheus-compatible API (a target
   with ``promql_selector``), lagging ``promql_delay_seconds`` behind now so the scrape engine
-  has written the window (monitor/collect/promql.py does the queries).
+  has written the window (monitor/collect/promql.py does the queries). Its first reading has
+  the gauges the scraper's first scrape would have (the last samples then), so the detectors
+  downstream (the growth of requests in flight, the first step with data) see the same.
 
 Both return a DOWN snapshot with the reason when the data cannot be had; anything else they
 raise is a bug, which the collector turns into a DOWN snapshot too.
@@ -80,10 +82,13 @@ class PromQLTargetSource:
 
     async def snapshot(self, start: float | None, end: float) -> Snapshot:
         target, delay = self.target, self.target.promql_delay_seconds
-        if start is None:  # no window yet: the next one starts here
-            return Snapshot(target.name, end - delay, end - delay, TargetState.FIRST)
         source = PromQLSource(target.url, self._http(), target.scrape_timeout_seconds,
                               target.promql_selector or "")
+        if start is None:  # no window yet: the next one starts here
+            try:  # with the gauges, as the scraper's first reading has them
+                return await source.first(target.name, end - delay)
+            except PromQLError:  # without: the next window says what is wrong
+                return Snapshot(target.name, end - delay, end - delay, TargetState.FIRST)
         try:
             return await source.snapshot(target.name, start - delay, end - delay)
         except PromQLError as exc:  # an invalid selector: the config's fault, say so each time
