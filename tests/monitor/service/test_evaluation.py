@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from monitor.collect.config import MonitorConfig
+from monitor.collect.config import MonitorConfig, parse_config
 from monitor.collect.snapshot import Snapshot, TargetState, series_key
 from monitor.service.evaluation import evaluation_loop
 from monitor.slo.spec import Slo
 from monitor.store import open_store
 
+README = Path(__file__).parents[3] / "README.md"
 T0 = 1_800_000_000.0  # a multiple of 60
 INTERVAL = 15.0
 DELAY = 30.0
@@ -74,3 +75,12 @@ def test_a_promql_targets_late_windows_are_all_counted(tmp_path: Path) -> None:
         assert status.events == REQUESTS_PER_WINDOW * len(ends)
     finally:
         store.close()
+
+
+def test_the_readmes_victoria_metrics_config_is_valid_and_waits_for_the_delay() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("#### `inferwatch serve` on VictoriaMetrics or Prometheus"):]
+    block = section[section.index("```yaml\n") + 8:]
+    config = parse_config(block[:block.index("```")], "README.md")
+    assert [t.promql_selector is not None for t in config.targets] == [True, True]
+    assert config.settle_seconds == 30 + 30  # alerting.settle_seconds + promql_delay_seconds
