@@ -47,7 +47,7 @@ from monitor.store import Store, open_store
 from tests.exporters.schema_engines import Fault, SchemaEngines, serving
 from tests.integration import unavailable
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NUM_ENGINES: Final = 3
 FAULT: Final = Fault(faulty=2, fault_step=31)
