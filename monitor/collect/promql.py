@@ -299,8 +299,10 @@ class PromQLSource:
         """The target's first reading at ``at``, as the scraper's first scrape gives it:
         FIRST, its gauges only (the last sample of each at or before ``at``, within the
         server's lookback), no increases. Raises PromQLError as ``snapshot`` does."""
-        at = round(at * 1000) / 1000
-        series = await self.client.query(self._gauges, at)
+        # Queried at the millisecond (the API's resolution), stored at ``at`` itself: the next
+        # window starts exactly there, so the two tile (a rounded end reached past the next
+        # start, and the store refused that window as an overlap).
+        series = await self.client.query(self._gauges, round(at * 1000) / 1000)
         gauges: dict[SeriesKey, GaugeStats] = {}
         seen: dict[tuple[str, SeriesKey, str], Mapping[str, str]] = {}
         for one in series:

@@ -9,17 +9,17 @@ load: what an anomaly detector pages on and a canary judge fails.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Final
 
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 
 from exporters.instrumentation import PrometheusEngineMetrics, RequestStats, StepStats
+from tests.http_thread import serving_handler
 
 MODEL: Final = "tiny"
 REQUESTS_PER_STEP: Final = 40
@@ -106,12 +106,5 @@ def serving(engines: SchemaEngines) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, name="schema-engines", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serving_handler(Handler, "schema-engines") as url:
+        yield url

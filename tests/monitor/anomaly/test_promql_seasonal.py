@@ -8,8 +8,6 @@ score), and the same pattern that drops to its night level at 14:00 of the fourt
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import yaml
 from monitor.anomaly.promql_rules import NOT_EXPRESSED, generate_anomaly_rules
 from monitor.anomaly.promql_seasonal import generate_seasonal_rules, season_tag
 from monitor.cli import main
+from tests.monitor.anomaly.vmalert_dry_run import assert_vmalert_parses
 from tests.monitor.slo.test_rules import run_promtool
 
 SEASONAL_FILE = Path("deploy/prometheus/inferwatch-anomaly-seasonal-rules.yml")
@@ -129,9 +128,4 @@ def test_promtool_pages_on_a_seasonal_deviation_after_for_and_not_on_the_pattern
 
 @pytest.mark.integration
 def test_vmalert_parses_the_seasonal_rules_as_metricsql() -> None:
-    vmalert = shutil.which("vmalert")
-    if vmalert is None:
-        pytest.skip("vmalert not installed")
-    done = subprocess.run([vmalert, "-dryRun", f"-rule={SEASONAL_FILE}"], capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert_vmalert_parses(SEASONAL_FILE)

@@ -8,7 +8,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from monitor.headroom.monitor import HeadroomMonitor, TargetHeadroom
 from monitor.loadgen.dimensions import Dimension
 from monitor.stack.prometheus import prometheus_config, start_prometheus
 from tests.exporters.engine_fixtures import catalog, read_fixture
+from tests.http_thread import serving_handler
 from tests.monitor.prometheus_fixture import RunningPrometheus, prometheus_binary
 
 # Two GPUs of an 80 GB H100 under load, in DCGM's units (MiB, percent, W, C, MHz).
@@ -95,15 +96,8 @@ class _PageHandler(BaseHTTPRequestHandler):
 def static_pages(pages: Mapping[str, str]) -> Iterator[str]:
     """Serve each text at its path; yield the base URL."""
     handler = type("Pages", (_PageHandler,), {"pages": dict(pages)})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving_handler(handler) as url:
+        yield url
 
 
 @contextmanager
