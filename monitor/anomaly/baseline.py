@@ -38,9 +38,11 @@ def median(values: npt.NDArray[np.float64]) -> float:
     detectors take a few hundred thousand medians of small arrays in a replay)."""
     n = len(values)
     half = n // 2
+    part = values.copy()
     if n % 2:
-        return float(np.partition(values, half)[half])
-    part = np.partition(values, (half - 1, half))
+        part.partition(half)
+        return float(part[half])
+    part.partition((half - 1, half))
     return float((part[half - 1] + part[half]) / 2)
 
 
@@ -62,31 +64,38 @@ class Expectation:
 
 
 class Ring:
-    """The last ``capacity`` values of a stream, NaN where none (or missing)."""
+    """The last ``capacity`` values of a stream, NaN where none (or missing).
+
+    Stored twice over (``values`` and a copy right after it), so the latest ``n`` values are
+    always one contiguous slice: ``last()`` is a view, never a copy (the detectors read a few
+    windows of up to a day per step, so the copy cost more than the reading)."""
 
     def __init__(self, capacity: int) -> None:
-        self.values: npt.NDArray[np.float64] = np.full(capacity, np.nan)
+        self.capacity = capacity
+        self._data: npt.NDArray[np.float64] = np.full(2 * capacity, np.nan)
+        self.values: npt.NDArray[np.float64] = self._data[:capacity]
         self.count = 0
 
     def push(self, value: float) -> None:
-        self.values[self.count % len(self.values)] = value
+        k = self.count % self.capacity
+        data = self._data
+        data[k] = value
+        data[k + self.capacity] = value
         self.count += 1
 
     def back(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Values ``offsets`` points before the next one (1 = the latest); NaN before the
         start."""
-        out = self.values[(self.count - offsets) % len(self.values)]
+        out = self.values[(self.count - offsets) % self.capacity]
         return np.where(offsets <= self.count, out, np.nan)
 
     def last(self, n: int) -> npt.NDArray[np.float64]:
-        """The latest ``n`` values (fewer before there are ``n``), oldest first; a view where
-        they are contiguous, so callers must not write into it."""
-        capacity = len(self.values)
+        """The latest ``n`` values (fewer before there are ``n``), oldest first; a view, so
+        callers must not write into it."""
+        capacity = self.capacity
         n = min(n, self.count, capacity)
-        end = self.count % capacity or (capacity if self.count else 0)
-        if n <= end:
-            return self.values[end - n:end]
-        return np.concatenate((self.values[capacity - (n - end):], self.values[:end]))
+        end = self.count % capacity + capacity
+        return self._data[end - n:end]
 
 
 class SeriesBaseline:
@@ -104,6 +113,10 @@ class SeriesBaseline:
         self._fitted = Ring(params.trend_points)  # the values the trend is fitted on
         self._window = np.arange(-half, half + 1, dtype=np.int64)
         self._next_prediction = math.nan
+        # A replay's seasonal predictions, computed at once (``plan``): the one for the point
+        # after ``_plan_start`` pushes is ``_plan[0]``.
+        self._plan: npt.NDArray[np.float64] = np.empty(0)
+        self._plan_start = 0
 
     @property
     def num_points(self) -> int:
@@ -112,7 +125,9 @@ class SeriesBaseline:
     def expect(self) -> Expectation | None:
         """The expectation for the next point; None until there are ``min_points``."""
         p = self.params
-        self._next_prediction = self._seasonal()
+        k = self._values.count - self._plan_start
+        self._next_prediction = (float(self._plan[k]) if 0 <= k < len(self._plan)
+                                 else self._seasonal())
         if not math.isnan(self._next_prediction):
             fit = self._seasonal_fit(self._next_prediction)
             if fit is not None:
@@ -129,6 +144,18 @@ class SeriesBaseline:
         values = self._values.last(points)
         values = values[~np.isnan(values)]
         return quantile(values, q) if len(values) else math.nan
+
+    def plan(self, values: npt.NDArray[np.float64]) -> None:
+        """A replay: ``values`` are the next points that will be pushed, in order. Their
+        seasonal predictions (a function of the values alone, excluded ones included) are
+        computed at once, vectorised, equal to the ones ``expect()`` would compute point by
+        point; pushing anything else after this gives wrong predictions."""
+        history = self._values.last(self._values.capacity)
+        full = np.concatenate((history, np.asarray(values, dtype=np.float64)))
+        self._plan = seasonal_predictions(full, len(history), self.season,
+                                          self.params.season_lags,
+                                          self.params.season_halfwidth_points)
+        self._plan_start = self._values.count
 
     def push(self, value: float, accepted: bool = True) -> None:
         """Add the point that ``expect()`` was asked about (NaN for a gap); ``accepted``
@@ -169,3 +196,41 @@ class SeriesBaseline:
 
     def _floor(self, level: float, scale: float) -> float:
         return max(scale, self.params.relative_scale_floor * abs(level), self.absolute_floor)
+
+
+def _middle(ordered: npt.NDArray[np.float64], count: npt.NDArray[np.int64], axis: int
+            ) -> npt.NDArray[np.float64]:
+    """Per row (``axis`` 1) or column (0) of ``ordered`` (sorted, NaN last), the median of
+    its first ``count`` values, as ``median`` computes it (the middle one, or the mean of the
+    middle two); NaN where ``count`` is 0."""
+    mid = count // 2
+    low = np.maximum(mid - 1, 0)
+    hi = np.take_along_axis(ordered, np.expand_dims(mid.clip(max=ordered.shape[axis] - 1),
+                                                    axis), axis).squeeze(axis)
+    lo = np.take_along_axis(ordered, np.expand_dims(low, axis), axis).squeeze(axis)
+    out = np.where(count % 2 == 1, hi, (lo + hi) / 2)
+    return np.where(count > 0, out, np.nan)
+
+
+def seasonal_predictions(values: npt.NDArray[np.float64], first: int, season: int, lags: int,
+                         half: int) -> npt.NDArray[np.float64]:
+    """``SeriesBaseline``'s seasonal prediction for each point of ``values`` from ``first``
+    on, from the points before it: the median over lags 1..``lags`` seasons back of the median
+    of the present points within ``half`` of that time (where more than half are present)."""
+    width = 2 * half + 1
+    out_len = len(values) - first
+    per_lag = np.full((lags, max(out_len, 0)), np.nan)
+    pad = lags * season + half
+    padded = np.concatenate((np.full(pad, np.nan), values))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+    for lag in range(1, lags + 1):
+        # point p's window is values[p - lag*season - half : p - lag*season + half + 1]
+        j0 = max(0, lag * season - first)  # before: more than half of it precedes the start
+        if j0 >= out_len:
+            continue
+        row = first + j0 + pad - lag * season - half
+        block = np.sort(windows[row:row + out_len - j0], axis=1)
+        count = width - np.count_nonzero(np.isnan(block), axis=1)
+        per_lag[lag - 1, j0:] = np.where(count > width // 2, _middle(block, count, 1), np.nan)
+    ordered = np.sort(per_lag, axis=0)
+    return _middle(ordered, lags - np.count_nonzero(np.isnan(ordered), axis=0), 0)

@@ -34,9 +34,11 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
-import statistics
 from statistics import NormalDist
 
+
+import numpy as np
+import numpy.typing as npt
 
 from monitor.anomaly.baseline import Ring, SeriesBaseline, quantile
 from monitor.anomaly.load_curve import LoadCurve
@@ -140,7 +142,7 @@ class TailCalibration:
         if self._since >= self.params.tail_refresh_points and (
                 self._deviations.count >= self.min_points):
             self._since = 0
-            recent = self._deviations.last(len(self._deviations.values))
+            recent = self._deviations.last(self._deviations.capacity)
             tail = quantile(recent, self.params.tail_quantile)
             self.factor = max(1.0, tail / self.reference)
 
@@ -183,6 +185,11 @@ class RobustDetector:
         self._recent: deque[tuple[float, float]] = deque(maxlen=params.spread_points)
         self._was_active = False
         self._kind = ""  # of the last expectation
+
+    def plan(self, values: npt.NDArray[np.float64]) -> None:
+        """A replay: ``values`` are the next points ``update`` will get
+        (``SeriesBaseline.plan``)."""
+        self.baseline.plan(values)
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         """One point; ``load``: the offered load at it (used by a load-aware detector)."""
@@ -233,10 +240,10 @@ class RobustDetector:
         self._recent.append((z, value))
         if len(self._recent) < p.spread_points:
             return math.nan
-        zs = [z for z, _ in self._recent]
-        level = abs(statistics.median(v for _, v in self._recent))
-        center = statistics.median(zs)
-        spread = statistics.median(abs(z - center) for z in zs)
+        recent = self._recent
+        level = abs(_median_of(sorted([v for _, v in recent])))
+        center = _median_of(sorted([z for z, _ in recent]))
+        spread = _median_of(sorted([abs(z - center) for z, _ in recent]))
         if level > abs(expected):
             spread *= abs(expected) / level
         self.spread_tail.push(spread)
@@ -250,6 +257,14 @@ class RobustDetector:
         if self.direction is Direction.DOWN:
             return -z
         return abs(z)
+
+
+def _median_of(ordered: list[float]) -> float:
+    """``statistics.median`` of an already sorted list (the same value, without its sort)."""
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 class RatioDetector:
@@ -267,6 +282,17 @@ class RatioDetector:
         self.warning = Hysteresis(params.for_points, params.clear_points)
         self.critical = Hysteresis(params.for_points, params.clear_points)
         self.exclusion = Exclusion(params.relearn_points)
+
+    def plan(self, values: npt.NDArray[np.float64], loads: npt.NDArray[np.float64]) -> None:
+        """A replay: the next points ``update`` will get, with their loads
+        (``SeriesBaseline.plan``)."""
+        values = np.asarray(values, dtype=np.float64)
+        loads = np.asarray(loads, dtype=np.float64)
+        has_load = np.isfinite(loads) & (loads > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_load = np.where(has_load, values / np.where(has_load, loads, 1.0), np.nan)
+        self.baseline.plan(values)
+        self.efficiency.plan(per_load)
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         p = self.params

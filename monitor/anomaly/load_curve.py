@@ -37,13 +37,18 @@ class LoadCurve:
         if not (math.isfinite(load) and load > 0):
             return None
         n = min(self._log_loads.count, self.params.load_curve_points)
-        log_loads, values = self._log_loads.last(n), self._values.last(n)
-        distance = np.abs(log_loads - math.log(load))
-        distance[~(distance <= self._band)] = np.inf
+        distance = np.abs(self._log_loads.last(n) - math.log(load))
+        near = distance <= self._band
         k = self.params.load_min_neighbours
-        if np.count_nonzero(np.isfinite(distance)) < k:
+        count = np.count_nonzero(near)
+        if count < k:
             return None
-        seen = values[np.argpartition(distance, k - 1)[:k]]
+        values = self._values.last(n)
+        if count == k:  # the k nearest are those in the band (their order does not matter)
+            seen = values[near]
+        else:
+            distance[~near] = np.inf
+            seen = values[np.argpartition(distance, k - 1)[:k]]
         level = median(seen)
         mad = median(np.abs(seen - level))
         scale = max(MAD_TO_SIGMA * mad, self.params.relative_scale_floor * abs(level),

@@ -69,9 +69,12 @@ class AnomalyMonitor:
                 first = next((k for k, (_, row) in enumerate(rows)
                               if any(not math.isnan(v) for v in row.values())), len(rows))
                 rows = rows[first:]
-            for k, (t, row) in enumerate(rows):
-                warm_up = replay and k < len(rows) - 1
-                self.states[target] = detector.update(t, row, warm_up=warm_up)
+            if replay:
+                for state in detector.replay(rows):  # one by one: weeks of states are big
+                    self.states[target] = state
+            else:
+                for t, row in rows:
+                    self.states[target] = detector.update(t, row)
             detector.last_time = closed
         return [c for state in self.states.values() for c in conditions(state)]
 

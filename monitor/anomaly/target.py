@@ -7,8 +7,11 @@ shared between targets.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from monitor.anomaly.detectors import Level, RatioDetector, Reading, RobustDetector
 from monitor.anomaly.diagnosis import Diagnosis, diagnose
@@ -52,6 +55,26 @@ class TargetDetector:
         self._diagnosis: Diagnosis | None = None  # of the current anomaly
         self._steps_active = 0
         self.last_time = -math.inf
+
+    def replay(self, rows: Sequence[tuple[float, Mapping[str, float]]], live_last: bool = True
+               ) -> Iterator[TargetState]:
+        """A stretch of history at once (a restart's replay): the states ``update`` gives row
+        by row, equal to them, with ``warm_up`` on every row but the last (on every row:
+        ``live_last`` False). What is a function of the values alone (the seasonal
+        predictions) is computed for the whole stretch first, vectorised."""
+        self.plan([row for _, row in rows])
+        last = len(rows) - 1
+        for k, (t, row) in enumerate(rows):
+            yield self.update(t, row, warm_up=not (live_last and k == last))
+
+    def plan(self, rows: Sequence[Mapping[str, float]]) -> None:
+        """The next rows ``update`` will get, in order: their seasonal predictions, at once."""
+        def column(name: str) -> npt.NDArray[np.float64]:
+            return np.array([row.get(name, math.nan) for row in rows], dtype=np.float64)
+
+        self.throughput.plan(column(THROUGHPUT), column(OFFERED_LOAD))
+        for name, detector in self.scored.items():
+            detector.plan(column(name))
 
     def update(self, time: float, row: Mapping[str, float], warm_up: bool = False
                ) -> TargetState:
