@@ -22,6 +22,7 @@ first weekend) is the pattern the next weeks are judged by.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,14 @@ def median(values: npt.NDArray[np.float64]) -> float:
         return float(part[half])
     part.partition((half - 1, half))
     return float((part[half - 1] + part[half]) / 2)
+
+
+def sorted_median(ordered: list[float]) -> float:
+    """``median`` of an already sorted list (the same value, without a partition)."""
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def quantile(values: npt.NDArray[np.float64], q: float) -> float:
@@ -117,6 +126,10 @@ class SeriesBaseline:
         # after ``_plan_start`` pushes is ``_plan[0]``.
         self._plan: npt.NDArray[np.float64] = np.empty(0)
         self._plan_start = 0
+        # The pairs of the trend window with both values, each side kept sorted as the window
+        # slides, so their medians are a lookup (equal to ``median`` of the same values).
+        self._actual_sorted: list[float] = []
+        self._predicted_sorted: list[float] = []
 
     @property
     def num_points(self) -> int:
@@ -163,8 +176,19 @@ class SeriesBaseline:
         if accepted and not math.isnan(value):
             self._trailing.push(value)
         self._values.push(value)
-        self._fitted.push(value if accepted else math.nan)
-        self._predictions.push(self._next_prediction)
+        fitted, prediction = (value if accepted else math.nan), self._next_prediction
+        window = self._fitted
+        if window.count >= window.capacity:  # the oldest pair leaves the trend window
+            k = window.count % window.capacity
+            old_actual, old_prediction = window.values[k], self._predictions.values[k]
+            if not (math.isnan(old_actual) or math.isnan(old_prediction)):
+                _remove(self._actual_sorted, float(old_actual))
+                _remove(self._predicted_sorted, float(old_prediction))
+        if not (math.isnan(fitted) or math.isnan(prediction)):
+            insort(self._actual_sorted, float(fitted))
+            insort(self._predicted_sorted, float(prediction))
+        window.push(fitted)
+        self._predictions.push(prediction)
         self._next_prediction = math.nan
 
     def _seasonal(self) -> float:
@@ -179,15 +203,17 @@ class SeriesBaseline:
     def _seasonal_fit(self, prediction: float) -> Expectation | None:
         """Trend-corrected prediction and the spread of its recent residuals; None until
         enough predictions were made to judge them."""
+        count = len(self._actual_sorted)
+        if count < self.params.min_seasonal_points:
+            return None
         n = min(self._predictions.count, self.params.trend_points)
         actual = self._fitted.last(n)
         predicted = self._predictions.last(n)
-        both = ~np.isnan(actual) & ~np.isnan(predicted)
-        if np.count_nonzero(both) < self.params.min_seasonal_points:
-            return None
-        actual, predicted = actual[both], predicted[both]
-        base = median(predicted)
-        trend = median(actual) / base if base > 0 else 1.0
+        if count < n:
+            both = ~np.isnan(actual) & ~np.isnan(predicted)
+            actual, predicted = actual[both], predicted[both]
+        base = sorted_median(self._predicted_sorted)
+        trend = sorted_median(self._actual_sorted) / base if base > 0 else 1.0
         trend = min(max(trend, 0.5), 2.0) if math.isfinite(trend) else 1.0
         residuals = actual - trend * predicted
         mad = median(np.abs(residuals - median(residuals)))
@@ -196,6 +222,10 @@ class SeriesBaseline:
 
     def _floor(self, level: float, scale: float) -> float:
         return max(scale, self.params.relative_scale_floor * abs(level), self.absolute_floor)
+
+
+def _remove(ordered: list[float], value: float) -> None:
+    del ordered[bisect_left(ordered, value)]
 
 
 def _middle(ordered: npt.NDArray[np.float64], count: npt.NDArray[np.int64], axis: int

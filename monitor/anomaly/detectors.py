@@ -40,7 +40,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from monitor.anomaly.baseline import Ring, SeriesBaseline, quantile
+from monitor.anomaly.baseline import Ring, SeriesBaseline, quantile, sorted_median
 from monitor.anomaly.load_curve import LoadCurve
 from monitor.anomaly.params import AnomalyParams
 
@@ -241,9 +241,9 @@ class RobustDetector:
         if len(self._recent) < p.spread_points:
             return math.nan
         recent = self._recent
-        level = abs(_median_of(sorted([v for _, v in recent])))
-        center = _median_of(sorted([z for z, _ in recent]))
-        spread = _median_of(sorted([abs(z - center) for z, _ in recent]))
+        level = abs(sorted_median(sorted([v for _, v in recent])))
+        center = sorted_median(sorted([z for z, _ in recent]))
+        spread = sorted_median(sorted([abs(z - center) for z, _ in recent]))
         if level > abs(expected):
             spread *= abs(expected) / level
         self.spread_tail.push(spread)
@@ -257,14 +257,6 @@ class RobustDetector:
         if self.direction is Direction.DOWN:
             return -z
         return abs(z)
-
-
-def _median_of(ordered: list[float]) -> float:
-    """``statistics.median`` of an already sorted list (the same value, without its sort)."""
-    n = len(ordered)
-    if n % 2:
-        return ordered[n // 2]
-    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 class RatioDetector:

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from monitor.anomaly.baseline import MAD_TO_SIGMA, Expectation, Ring, median
+from monitor.anomaly.baseline import MAD_TO_SIGMA, Expectation, Ring, sorted_median
 from monitor.anomaly.params import AnomalyParams
 
 
@@ -49,8 +49,9 @@ class LoadCurve:
         else:
             distance[~near] = np.inf
             seen = values[np.argpartition(distance, k - 1)[:k]]
-        level = median(seen)
-        mad = median(np.abs(seen - level))
+        # k is small: Python's sort beats numpy's per-call cost (the same medians)
+        level = sorted_median(sorted(seen.tolist()))
+        mad = sorted_median(sorted([abs(v - level) for v in seen.tolist()]))
         scale = max(MAD_TO_SIGMA * mad, self.params.relative_scale_floor * abs(level),
                     self.absolute_floor)
         return Expectation(level, scale, False)
