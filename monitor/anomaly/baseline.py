@@ -109,7 +109,7 @@ class Ring:
 
 class SeriesBaseline:
     def __init__(self, params: AnomalyParams, absolute_floor: float | None = None,
-                 trailing_points: int | None = None) -> None:
+                 trailing_points: int | None = None, quantile_points: int = 0) -> None:
         self.params = params
         self.trailing_points = trailing_points or params.trailing_points
         self.absolute_floor = (params.absolute_scale_floor if absolute_floor is None
@@ -128,6 +128,9 @@ class SeriesBaseline:
         self._plan_start = 0
         # The pairs of the trend window with both values, each side kept sorted as the window
         # slides, so their medians are a lookup (equal to ``median`` of the same values).
+        # ``quantile(q, quantile_points)``: the last ``quantile_points`` values, sorted
+        self._quantile_points = min(quantile_points, self._values.capacity)
+        self._window_sorted: list[float] = []
         self._actual_sorted: list[float] = []
         self._predicted_sorted: list[float] = []
 
@@ -137,10 +140,19 @@ class SeriesBaseline:
 
     def expect(self) -> Expectation | None:
         """The expectation for the next point; None until there are ``min_points``."""
-        p = self.params
+        self.predict()
+        return self.current()
+
+    def predict(self) -> None:
+        """The part of ``expect()`` that the baseline learns from (the prediction it records
+        for the next point), for a caller that may not need the expectation itself."""
         k = self._values.count - self._plan_start
         self._next_prediction = (float(self._plan[k]) if 0 <= k < len(self._plan)
                                  else self._seasonal())
+
+    def current(self) -> Expectation | None:
+        """The expectation for the next point, after ``predict()`` (``expect()`` does both)."""
+        p = self.params
         if not math.isnan(self._next_prediction):
             fit = self._seasonal_fit(self._next_prediction)
             if fit is not None:
@@ -154,6 +166,14 @@ class SeriesBaseline:
 
     def quantile(self, q: float, points: int) -> float:
         """The ``q`` quantile of the last ``points`` values (NaN without any)."""
+        if points == self._quantile_points:
+            ordered = self._window_sorted
+            if not ordered:
+                return math.nan
+            position = q * (len(ordered) - 1)
+            low = math.floor(position)
+            a, b = ordered[low], ordered[min(low + 1, len(ordered) - 1)]
+            return a + (b - a) * (position - low)
         values = self._values.last(points)
         values = values[~np.isnan(values)]
         return quantile(values, q) if len(values) else math.nan
@@ -175,6 +195,14 @@ class SeriesBaseline:
         False: an anomalous point, kept out of what the baseline learns."""
         if accepted and not math.isnan(value):
             self._trailing.push(value)
+        if self._quantile_points:
+            ring, span = self._values, self._quantile_points
+            if ring.count >= span:  # the oldest value leaves the quantile's window
+                leaving = float(ring.values[(ring.count - span) % ring.capacity])
+                if not math.isnan(leaving):
+                    _remove(self._window_sorted, leaving)
+            if not math.isnan(value):
+                insort(self._window_sorted, float(value))
         self._values.push(value)
         fitted, prediction = (value if accepted else math.nan), self._next_prediction
         window = self._fitted

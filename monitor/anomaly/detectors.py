@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.anomaly.baseline import Ring, SeriesBaseline, quantile, sorted_median
-from monitor.anomaly.load_curve import LoadCurve
+from monitor.anomaly.load_curve import LoadCurve, Neighbours
 from monitor.anomaly.params import AnomalyParams
 
 
@@ -169,11 +169,11 @@ _SPREAD_Q99 = 1.22     # and its 99% quantile
 class RobustDetector:
     def __init__(self, params: AnomalyParams, direction: Direction = Direction.BOTH,
                  absolute_floor: float | None = None, load_aware: bool = False,
-                 extreme_points: int = 1) -> None:
+                 extreme_points: int = 1, neighbours: Neighbours | None = None) -> None:
         self.params = params
         self.direction = direction
         self.baseline = SeriesBaseline(params, absolute_floor)
-        self.curve = (LoadCurve(params, self.baseline.absolute_floor) if load_aware
+        self.curve = (LoadCurve(params, self.baseline.absolute_floor, neighbours) if load_aware
                       else None)
         self.hysteresis = Hysteresis(params.for_points, params.clear_points, params.for_breaches,
                                      extreme_points)
@@ -269,7 +269,7 @@ class RatioDetector:
 
     def __init__(self, params: AnomalyParams) -> None:
         self.params = params
-        self.baseline = SeriesBaseline(params)
+        self.baseline = SeriesBaseline(params, quantile_points=params.efficiency_trailing_points)
         self.efficiency = SeriesBaseline(params, trailing_points=params.efficiency_trailing_points)
         self.warning = Hysteresis(params.for_points, params.clear_points)
         self.critical = Hysteresis(params.for_points, params.clear_points)
@@ -288,10 +288,9 @@ class RatioDetector:
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         p = self.params
-        own = self.baseline.expect()
+        self.baseline.predict()  # its expectation is needed only without a load
         has_load = math.isfinite(load) and load > 0
         per_request = self.efficiency.expect()
-        capacity = self.baseline.quantile(p.capacity_quantile, p.efficiency_trailing_points)
         per_load = value / load if has_load else math.nan
 
         def learn(accepted: bool = True) -> None:
@@ -300,10 +299,11 @@ class RatioDetector:
 
         if has_load and per_request is not None and per_request.expected > 0:
             expected = per_request.expected * load
+            capacity = self.baseline.quantile(p.capacity_quantile, p.efficiency_trailing_points)
             if math.isfinite(capacity) and capacity > 0:
                 expected = min(expected, capacity)
             scale = per_request.scale * load
-        elif own is not None and own.expected > 0:
+        elif (own := self.baseline.current()) is not None and own.expected > 0:
             expected, scale = own.expected, own.scale
         else:
             learn()

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from monitor.anomaly.detectors import Level, RatioDetector, Reading, RobustDetector
 from monitor.anomaly.diagnosis import Diagnosis, diagnose
+from monitor.anomaly.load_curve import Neighbours
 from monitor.anomaly.features import OFFERED_LOAD, SCORED, THROUGHPUT, VECTOR, Feature, vector
 from monitor.anomaly.multivariate import MultivariateDetector
 from monitor.anomaly.params import AnomalyParams
@@ -47,8 +48,9 @@ class TargetDetector:
         self.target = target
         self.params = params
         self.throughput = RatioDetector(params)
+        self._neighbours = Neighbours()  # the step's nearest-load searches, shared
         self.scored = {f.name: RobustDetector(params, f.direction, f.absolute_floor,
-                                              f.load_aware, f.extreme_points)
+                                              f.load_aware, f.extreme_points, self._neighbours)
                        for f in features}
         self.multivariate = MultivariateDetector(params, VECTOR)
         self._was_active = False
@@ -80,6 +82,7 @@ class TargetDetector:
                ) -> TargetState:
         """One step. ``warm_up``: replaying history, the forest only collects its training
         data (it is fitted once, on the first live step, instead of every refit interval)."""
+        self._neighbours.clear()
         readings = {THROUGHPUT: self.throughput.update(row.get(THROUGHPUT, math.nan),
                                                        row.get(OFFERED_LOAD, math.nan))}
         load = row.get(OFFERED_LOAD, math.nan)
