@@ -1,27 +1,37 @@
-"""CPU time of the detectors alone per target-step (no store reads): what a restart's replay
-costs in Python, and the 22-day replay of one target it implies.
+"""CPU time of the detectors alone (no store reads): what a restart's replay costs in Python.
 
-    python -m bench.anomaly_replay [--steps 5000]
+    python -m bench.anomaly_replay [--steps 5000] [--days 22] [--targets 10]
 
 A synthetic target (one-minute steps, a daily load cycle, latency rising with load) is fed
-row by row through ``TargetDetector`` as the replay does (``warm_up=True``); process CPU time,
-so other work on the machine does not count. The first ``--steps`` steps are less than a
-week: the seasonal baseline is not yet in use (it costs a little more per step).
+through ``TargetDetector``; process CPU time, so other work on the machine counts less (it
+still slows a shared CPU's caches: report the load beside the figures).
+
+- ``--steps``: the first steps row by row (``update(warm_up=True)``), per target-step. Less
+  than a week: the seasonal baseline is not yet in use (it costs more per step).
+- ``--days``: a whole replay of one target, side by side in one run: the step path (``update``
+  row by row, what the monitor did before ``replay``) and ``TargetDetector.replay`` (seasonal
+  predictions vectorised for the whole stretch); their states are asserted equal.
+- ``--targets``: that many targets (other seeds) replayed one after another as the monitor's
+  restart does, and the time for 100 projected from them (said so when fewer than 100).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import os
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from monitor.anomaly.params import AnomalyParams
-from monitor.anomaly.target import TargetDetector
+from monitor.anomaly.target import TargetDetector, TargetState
 
-REPLAY_DAYS = 22
+STEP = 60.0
+GOAL_ONE = 2.0       # seconds for a 22-day replay of one target (issue 17)
+GOAL_HUNDRED = 180.0  # seconds for 100 targets
 
 
 def rows(steps: int, seed: int = 0) -> list[dict[str, float]]:
@@ -42,19 +52,70 @@ def rows(steps: int, seed: int = 0) -> list[dict[str, float]]:
     return out
 
 
+def _key(state: TargetState) -> tuple[object, ...]:
+    """A state as comparable values (NaN equal to NaN)."""
+    readings = tuple((name, tuple("nan" if isinstance(v, float) and math.isnan(v) else v
+                                  for v in dataclasses.astuple(r)))
+                     for name, r in state.readings.items())
+    return state.level, state.started, state.diagnosis, readings
+
+
+def step_path(timed: Sequence[tuple[float, dict[str, float]]]) -> tuple[float, list[TargetState]]:
+    detector = TargetDetector("target", AnomalyParams())
+    started = time.process_time()
+    states = [detector.update(t, row, warm_up=True) for t, row in timed]
+    return time.process_time() - started, states
+
+
+def replay(timed: Sequence[tuple[float, dict[str, float]]], keep: bool
+           ) -> tuple[float, list[TargetState]]:
+    detector = TargetDetector("target", AnomalyParams())
+    started = time.process_time()
+    states = []
+    for state in detector.replay(timed, live_last=False):
+        if keep:
+            states.append(state)
+    return time.process_time() - started, states
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--days", type=float, default=22.0)
+    parser.add_argument("--targets", type=int, default=10)
     args = parser.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+
     feature_rows = rows(args.steps)
     detector = TargetDetector("target", AnomalyParams())
     started = time.process_time()
     for k, row in enumerate(feature_rows):
-        detector.update(60.0 * k, row, warm_up=True)
-    cpu = time.process_time() - started
-    per_step = cpu / args.steps
-    print(f"{args.steps} steps: {cpu:.2f} s CPU, {1e6 * per_step:.0f} us per target-step; "
-          f"a {REPLAY_DAYS}-day replay of one target: {per_step * REPLAY_DAYS * 1440:.1f} s")
+        detector.update(STEP * k, row, warm_up=True)
+    per_step = (time.process_time() - started) / args.steps
+    print(f"first {args.steps} steps, step path: {1e6 * per_step:.0f} us per target-step")
+
+    steps = round(args.days * 86400 / STEP)
+    timed = [(STEP * k, row) for k, row in enumerate(rows(steps))]
+    old, old_states = step_path(timed)
+    new, new_states = replay(timed, keep=True)
+    same = [_key(s) for s in old_states] == [_key(s) for s in new_states]
+    assert same, "replay and step path differ"
+    print(f"{args.days:g}-day replay of one target ({steps} steps): step path {old:.1f} s, "
+          f"replay {new:.1f} s ({old / new:.2f}x; states equal); goal {GOAL_ONE:g} s: "
+          + ("met" if new < GOAL_ONE else f"missed by {new - GOAL_ONE:.1f} s "
+             f"({new / GOAL_ONE:.1f}x)"))
+    del old_states, new_states
+
+    total = 0.0
+    for seed in range(1, args.targets + 1):
+        total += replay([(STEP * k, row) for k, row in enumerate(rows(steps, seed))],
+                        keep=False)[0]
+    hundred = total * 100 / args.targets
+    how = "measured" if args.targets == 100 else f"projected from {args.targets} targets"
+    print(f"{args.targets} targets replayed in {total:.0f} s ({total / args.targets:.1f} s "
+          f"each); 100 targets: {hundred:.0f} s ({how}); goal {GOAL_HUNDRED:g} s: "
+          + ("met" if hundred < GOAL_HUNDRED else f"missed by {hundred - GOAL_HUNDRED:.0f} s"))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

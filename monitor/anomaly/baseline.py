@@ -215,8 +215,7 @@ class SeriesBaseline:
         if not (math.isnan(fitted) or math.isnan(prediction)):
             insort(self._actual_sorted, float(fitted))
             insort(self._predicted_sorted, float(prediction))
-        window.push(fitted)
-        self._predictions.push(prediction)
+        _push_pair(window, self._predictions, fitted, prediction)
         self._next_prediction = math.nan
 
     def _seasonal(self) -> float:
@@ -250,6 +249,17 @@ class SeriesBaseline:
 
     def _floor(self, level: float, scale: float) -> float:
         return max(scale, self.params.relative_scale_floor * abs(level), self.absolute_floor)
+
+
+def _push_pair(first: Ring, second: Ring, a: float, b: float) -> None:
+    """``first.push(a); second.push(b)`` for two rings of one capacity pushed together (the
+    hottest pushes of a replay, inlined)."""
+    capacity = first.capacity
+    k = first.count % capacity
+    first._data[k] = first._data[k + capacity] = a
+    second._data[k] = second._data[k + capacity] = b
+    first.count += 1
+    second.count += 1
 
 
 def _remove(ordered: list[float], value: float) -> None:
