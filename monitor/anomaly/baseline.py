@@ -47,6 +47,17 @@ def median(values: npt.NDArray[np.float64]) -> float:
     return float((part[half - 1] + part[half]) / 2)
 
 
+def _median_in_place(values: npt.NDArray[np.float64]) -> float:
+    """``median`` of an array the caller owns and no longer needs (it is reordered)."""
+    n = len(values)
+    half = n // 2
+    if n % 2:
+        values.partition(half)
+        return float(values[half])
+    values.partition((half - 1, half))
+    return float((values[half - 1] + values[half]) / 2)
+
+
 def sorted_median(ordered: list[float]) -> float:
     """``median`` of an already sorted list (the same value, without a partition)."""
     n = len(ordered)
@@ -147,8 +158,12 @@ class SeriesBaseline:
         """The part of ``expect()`` that the baseline learns from (the prediction it records
         for the next point), for a caller that may not need the expectation itself."""
         k = self._values.count - self._plan_start
-        self._next_prediction = (float(self._plan[k]) if 0 <= k < len(self._plan)
-                                 else self._seasonal())
+        if 0 <= k < len(self._plan):
+            self._next_prediction = float(self._plan[k])
+            return
+        if len(self._plan):  # the replay is over: free its predictions
+            self._plan = np.empty(0)
+        self._next_prediction = self._seasonal()
 
     def current(self) -> Expectation | None:
         """The expectation for the next point, after ``predict()`` (``expect()`` does both)."""
@@ -161,7 +176,7 @@ class SeriesBaseline:
         if len(trailing) < p.min_points:
             return None
         level = median(trailing)
-        mad = median(np.abs(trailing - level))
+        mad = _median_in_place(np.abs(trailing - level))
         return Expectation(level, self._floor(level, MAD_TO_SIGMA * mad), False)
 
     def quantile(self, q: float, points: int) -> float:
@@ -243,7 +258,7 @@ class SeriesBaseline:
         trend = sorted_median(self._actual_sorted) / base if base > 0 else 1.0
         trend = min(max(trend, 0.5), 2.0) if math.isfinite(trend) else 1.0
         residuals = actual - trend * predicted
-        mad = median(np.abs(residuals - median(residuals)))
+        mad = _median_in_place(np.abs(residuals - _median_in_place(residuals)))
         expected = trend * prediction
         return Expectation(expected, self._floor(expected, MAD_TO_SIGMA * mad), True)
 
