@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
+
+# Work of one prompt token in decode-token units (see the module doc); 0 for short prompts.
+DEFAULT_PREFILL_WEIGHT: Final = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +27,7 @@ class CapacityInputs:
     peak_output_tokens: float | None = None
     target_utilization: float = 0.7           # of the SLO-bounded capacity, per replica
     redundancy: int = 1                       # N+1
-    prefill_weight: float = 0.1
+    prefill_weight: float = DEFAULT_PREFILL_WEIGHT
     gpus_per_replica: int = 1
     gpu_hour_price: float | None = None       # currency per GPU-hour
 

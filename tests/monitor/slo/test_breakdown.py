@@ -1,0 +1,61 @@
+"""A goodput SLO judged per tenant by the monitor's evaluator over the stored request events:
+a busy tenant burning its budget pages with its tenant label, a quiet one below the
+min_events gate is not judged and stays quiet, a healthy one is fine."""
+
+from __future__ import annotations
+
+import pytest
+
+from monitor.slo.breakdown import slo_by_group, split_slo
+from monitor.slo.spec import Slo
+from monitor.store import Store
+from monitor.store.request_events import RequestEventRow, write_request_events
+
+NOW = 1_800_000_000.0
+
+
+def goodput_slo(**sli: object) -> Slo:
+    # 30 days: the workbook's windows, paging at 14.4x over 1h and 5m
+    return Slo.model_validate({"name": "chat-goodput", "objective": 0.99, "window": "30d",
+                               "sli": {"kind": "goodput", **sli},
+                               "alerting": {"min_events": 20}})
+
+
+def events(tenant: str, count: int, num_bad: int) -> list[RequestEventRow]:
+    """``count`` requests over the last 4 minutes, the first ``num_bad`` of them bad."""
+    return [RequestEventRow(at=NOW - 240 + i * 200 / count, model="tiny", tenant=tenant,
+                            slo_class="interactive", outcome="ok", status=200,
+                            good=i >= num_bad, ttft_seconds=0.1)
+            for i in range(count)]
+
+
+def test_each_tenant_is_judged_alone_with_the_gate(store: Store) -> None:
+    write_request_events(store.engine, events("busy", 200, 100) + events("quiet", 5, 5)
+                         + events("fine", 100, 0))
+    found = {g.value: g for g in slo_by_group(store, goodput_slo(), "tenant", NOW)}
+    assert sorted(found) == ["busy", "fine", "quiet"]
+    busy, quiet, fine = found["busy"], found["quiet"], found["fine"]
+    # busy: half bad, burn 0.5 / 0.01 = 50x > 14.4x over 1h and 5m: pages, with its label
+    assert busy.judged and busy.paging
+    assert busy.status.events == 200 and busy.status.sli == pytest.approx(0.5)
+    assert busy.status.budget_remaining == pytest.approx(1 - 50)
+    one_hour = next(b for b in busy.status.burn_rates if b.window == "1h")
+    assert one_hour.burn_rate == pytest.approx(50)
+    page = next(c for c in busy.status.conditions if c.active)
+    assert page.labels["tenant"] == "busy" and page.labels["severity"] == "page"
+    # quiet: every request bad (100x), but 5 events < min_events 20: not judged, no page
+    assert quiet.status.sli == 0 and not quiet.judged and not quiet.paging
+    assert not any(c.active for c in quiet.status.conditions if "window" in c.labels
+                   and c.labels["severity"] == "page")
+    assert fine.judged and not fine.paging and fine.status.budget_remaining == 1.0
+
+
+def test_only_goodput_slos_split() -> None:
+    latency = Slo.model_validate({"name": "ttft", "objective": 0.99, "window": "30d",
+                                  "sli": {"kind": "availability"}})
+    with pytest.raises(ValueError, match="only a goodput SLI"):
+        split_slo(latency, "tenant", ["a"])
+    with pytest.raises(ValueError, match="already selects one tenant"):
+        split_slo(goodput_slo(tenant="a"), "tenant", ["a"])
+    names = [s.name for s in split_slo(goodput_slo(), "model", ["tiny", "tiny-lora"])]
+    assert names == ["chat-goodput/model=tiny", "chat-goodput/model=tiny-lora"]
