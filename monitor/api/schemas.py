@@ -394,3 +394,51 @@ class RequestsOut(BaseModel):
     total: RequestSummaryOut
     groups: dict[str, RequestSummaryOut] | None = Field(
         description="one summary per value of group_by (null without it)")
+
+
+class GroupSloOut(BaseModel):
+    """A goodput SLO judged over one tenant's (class's, model's) stored request events."""
+
+    value: str = Field(description="the tenant (hash or header value), SLO class or model")
+    judged: bool = Field(description="events in the period >= the SLO's min_events; when "
+                                     "false the SLO's burn alerts cannot fire for it")
+    paging: bool = Field(description="a page-severity burn condition holds now")
+    events: float
+    attainment: float | None = Field(description="good / all over the period; null: none")
+    budget_remaining: float | None = Field(description="fraction of the error budget left")
+    burn_rates: dict[str, float | None] = Field(description="window -> burn rate (null: no "
+                                                            "events in it)")
+    firing: list[str] = Field(description="the burn windows whose condition holds now")
+
+
+class RequestsSloOut(BaseModel):
+    slo: str
+    objective: float
+    period: str
+    by: str
+    min_events: int
+    evaluated_at: float
+    groups: list[GroupSloOut]
+
+
+class CostShareOut(BaseModel):
+    num_requests: int
+    prompt_tokens: int
+    output_tokens: int
+    work: float = Field(description="output + prefill_weight x prompt tokens")
+    device_seconds: float
+    cost: float | None = Field(description="device_seconds at the price per device-hour; "
+                                           "null without a price")
+
+
+class RequestsCostOut(BaseModel):
+    start: float
+    end: float
+    by: str
+    device_seconds: float = Field(description="engine time attributed: given, or the window's "
+                                              "wall time x devices")
+    device_hour_price: float | None
+    prefill_weight: float
+    unattributed_device_seconds: float
+    total: CostShareOut
+    groups: dict[str, CostShareOut]

@@ -30,9 +30,35 @@ def test_summary_per_tenant_against_a_threshold_between_edges(
     assert lines[2].startswith("tenant=b: 2 requests, 1 good (0.5000)")
 
 
+def test_cost_per_tenant_sums_to_the_total(
+        database: Database, store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [RequestEventRow(at=T0 + i, model="tiny", tenant=tenant, slo_class="interactive",
+                            outcome="ok", status=200, good=True, prompt_tokens=prompt,
+                            output_tokens=output)
+            for i, (tenant, prompt, output) in enumerate(
+                [("a", 1000, 100), ("b", 0, 300), ("b", 0, 300), ("c", 10, 1)])]
+    write_request_events(store.engine, rows)
+    assert main(["requests", "--store", database.url, "--start", str(T0), "--end",
+                 str(T0 + 3600), "--devices", "2", "--gpu-hour-price", "3",
+                 "--max-groups", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # work: a 100 + 0.1 x 1000 = 200, b 600, c 2 -> "other"; 7200 device-s, 6.0 in all
+    assert lines[1] == "cost by tenant: 7200.0 device-seconds, 3 per device-hour, " \
+        "prefill weight 0.1"
+    assert lines[2].startswith("tenant=a: 1 requests, 1000 prompt + 100 output tokens, "
+                               "1795.51 device-s (24.9%), cost 1.49626")
+    assert lines[4].startswith("tenant=other: 1 requests, 10 prompt + 1 output tokens")
+    summed, total = lines[5].split(": ", 1)[1], lines[6].split(": ", 1)[1]
+    assert lines[5].startswith("sum over tenant") and summed == total
+    assert total == "4 requests, 1010 prompt + 701 output tokens, 7200.00 device-s " \
+        "(100.0%), cost 6"
+
+
 @pytest.mark.parametrize("args", [["--start", "last tuesday"], ["--ttft-ms", "-5"],
-                                  ["--store", "mysql://u@h/db"]],
-                         ids=["bad-time", "negative-threshold", "unsupported-store"])
+                                  ["--store", "mysql://u@h/db"], ["--gpu-hour-price", "2"],
+                                  ["--devices", "0"]],
+                         ids=["bad-time", "negative-threshold", "unsupported-store",
+                              "price-without-devices", "no-devices"])
 def test_bad_input_exits_2_saying_why(args: list[str], tmp_path: object,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["requests", "--store", "sqlite:///unused.db", *args]) == 2
