@@ -1,6 +1,7 @@
 """A goodput SLO judged per tenant, per SLO class or per model (a LoRA adapter's name):
 one copy of the SLO per value found in the stored request events, each evaluated by the
-monitor's own evaluator over the events of that value alone.
+monitor's own evaluator over the events of that value alone. A ratio SLO over the gateway's
+good/total counters splits the same way, per label value given (``split_slo``).
 
 Each copy keeps the SLO's objective, period, burn windows and ``min_events`` gate, and carries
 the value as a label (``tenant: ...``) on its alerts, so a tenant with fewer events than the
@@ -14,7 +15,7 @@ from typing import Final
 
 from monitor.slo.evaluator import SloEvaluator, SloStatus
 from monitor.slo.source import StoreSliSource
-from monitor.slo.spec import GoodputSli, Slo
+from monitor.slo.spec import GoodputSli, RatioSli, Slo
 from monitor.slo.windows import Severity
 from monitor.store.db import Store
 from monitor.store.request_events import RequestFilter, read_request_events
@@ -32,18 +33,35 @@ class GroupSlo:
 
 
 def split_slo(slo: Slo, by: str, values: list[str]) -> list[Slo]:
-    """One copy of the goodput ``slo`` per value of ``by``, named ``NAME/by=value``."""
-    if not isinstance(slo.sli, GoodputSli):
-        raise ValueError(f"SLO {slo.name}: only a goodput SLI (stored request events) splits "
-                         f"per {by}, not a {slo.sli.kind} SLI")
+    """One copy of ``slo`` per value of ``by``, named ``NAME/by=value``: a goodput SLI
+    selects the value's events, a ratio SLI (the gateway's good/total counters, labelled by
+    tenant, slo_class and model) adds the label to both its counter queries."""
     if by not in GROUPS:
         raise ValueError(f"split by one of {', '.join(GROUPS)}, not {by!r}")
-    if getattr(slo.sli, by) is not None:
+    if not isinstance(slo.sli, GoodputSli | RatioSli):
+        raise ValueError(f"SLO {slo.name}: only a goodput SLI (stored request events) or a "
+                         f"ratio SLI (labelled counters) splits per {by}, not a "
+                         f"{slo.sli.kind} SLI")
+    if _selects(slo.sli, by):
         raise ValueError(f"SLO {slo.name} already selects one {by}")
     return [slo.model_copy(update={
-        "name": f"{slo.name}/{by}={value}",
-        "sli": slo.sli.model_copy(update={by: value}),
+        "name": f"{slo.name}/{by}={value}", "sli": _narrowed(slo.sli, by, value),
         "labels": {**slo.labels, _BY_LABEL[by]: value}}) for value in values]
+
+
+def _selects(sli: GoodputSli | RatioSli, by: str) -> bool:
+    if isinstance(sli, GoodputSli):
+        return getattr(sli, by) is not None
+    return any(by in query.labels for query in (sli.good, sli.bad, sli.total)
+               if query is not None)
+
+
+def _narrowed(sli: GoodputSli | RatioSli, by: str, value: str) -> GoodputSli | RatioSli:
+    if isinstance(sli, GoodputSli):
+        return sli.model_copy(update={by: value})
+    return sli.model_copy(update={
+        part: query.model_copy(update={"labels": {**query.labels, by: value}})
+        for part in ("good", "bad", "total") if (query := getattr(sli, part)) is not None})
 
 
 def values_in_period(store: Store, slo: Slo, by: str, now: float) -> list[str]:
@@ -60,6 +78,9 @@ def values_in_period(store: Store, slo: Slo, by: str, now: float) -> list[str]:
 def slo_by_group(store: Store, slo: Slo, by: str, now: float,
                  settle_seconds: float = 0.0) -> list[GroupSlo]:
     """Each value's status now: attainment, budget left, burn per window, alert conditions."""
+    if not isinstance(slo.sli, GoodputSli):
+        raise ValueError(f"SLO {slo.name}: only a goodput SLI (stored request events) is "
+                         f"split per value found; for a {slo.sli.kind} SLI use split_slo")
     split_slo(slo, by, [])  # refuse what cannot split before reading
     values = values_in_period(store, slo, by, now)
     copies = split_slo(slo, by, values)

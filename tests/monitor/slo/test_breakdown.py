@@ -1,12 +1,17 @@
 """A goodput SLO judged per tenant by the monitor's evaluator over the stored request events:
 a busy tenant burning its budget pages with its tenant label, a quiet one below the
-min_events gate is not judged and stays quiet, a healthy one is fine."""
+min_events gate is not judged and stays quiet, a healthy one is fine. The same per tenant
+from the gateway's good/total counters as the collector stores them (a ratio SLO split by
+the tenant label)."""
 
 from __future__ import annotations
 
 import pytest
 
+from monitor.collect.snapshot import Snapshot, TargetState, series_key
 from monitor.slo.breakdown import slo_by_group, split_slo
+from monitor.slo.evaluator import SloEvaluator
+from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import Slo
 from monitor.store import Store
 from monitor.store.request_events import RequestEventRow, write_request_events
@@ -59,3 +64,43 @@ def test_only_goodput_slos_split() -> None:
         split_slo(goodput_slo(tenant="a"), "tenant", ["a"])
     names = [s.name for s in split_slo(goodput_slo(), "model", ["tiny", "tiny-lora"])]
     assert names == ["chat-goodput/model=tiny", "chat-goodput/model=tiny-lora"]
+
+
+def gateway_scrape(end: float, per_tenant: dict[str, tuple[float, float]]) -> Snapshot:
+    """15 s of the gateway's /metrics as the collector stores them: per tenant (requests,
+    good) on its good/total counters, labelled by model, tenant and class."""
+    counters = {}
+    for tenant, (requests, good) in per_tenant.items():
+        labels = {"model": "tiny", "tenant": tenant, "slo_class": "interactive"}
+        counters[series_key("inferwatch_gateway_requests_total",
+                            {**labels, "outcome": "ok"})] = requests
+        counters[series_key("inferwatch_gateway_good_requests_total", labels)] = good
+    return Snapshot("gateway", end - 15, end, TargetState.UP, counters=counters)
+
+
+COUNTERS_SLO = {"name": "gateway-goodput", "objective": 0.99, "window": "30d",
+                "sli": {"kind": "ratio",
+                        "good": {"metric": "inferwatch_gateway_good_requests"},
+                        "total": {"metric": "inferwatch_gateway_requests"}}}
+
+
+@pytest.mark.parametrize(("min_events", "quiet_pages"), [(20, False), (0, True)],
+                         ids=["gate-20-keeps-the-quiet-tenant-quiet", "no-gate-pages-it"])
+def test_the_evaluator_pages_per_tenant_from_the_gateway_counters(
+        store: Store, min_events: int, quiet_pages: bool) -> None:
+    # 5 minutes of scrapes: busy sends 10 per scrape, half good (50x burn); quiet 1 request
+    # a minute, every one bad (100x); fine 10 per scrape, all good.
+    store.write([gateway_scrape(NOW - 300 + 15 * k, {
+        "busy": (10, 5), "quiet": (1, 0) if k % 4 == 0 else (0, 0), "fine": (10, 10)})
+        for k in range(1, 21)])
+    slo = Slo.model_validate({**COUNTERS_SLO, "alerting": {"min_events": min_events}})
+    copies = split_slo(slo, "tenant", ["busy", "quiet", "fine"])
+    assert copies[0].sli.total.labels == {"tenant": "busy"}  # type: ignore[union-attr]
+    statuses = SloEvaluator(copies, StoreSliSource(store), settle_seconds=0).tick(NOW)
+    paging = {s.name.split("=")[1]: sorted(c.labels["window"] for c in s.conditions
+                                           if c.active and c.labels["severity"] == "page")
+              for s in statuses}
+    assert paging["busy"] == ["1h/5m", "6h/30m"] and paging["fine"] == []  # 50x > 14.4x, 6x
+    assert (paging["quiet"] != []) is quiet_pages
+    events = {s.name.split("=")[1]: s.events for s in statuses}
+    assert events == {"busy": 200, "quiet": 5, "fine": 200}
