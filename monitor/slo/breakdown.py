@@ -18,7 +18,7 @@ from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import GoodputSli, RatioSli, Slo
 from monitor.slo.windows import Severity
 from monitor.store.db import Store
-from monitor.store.request_events import RequestFilter, read_request_events
+from monitor.store.request_events import RequestFilter, distinct_request_labels
 from monitor.store.request_sli import GROUPS
 
 _BY_LABEL: Final = {"tenant": "tenant", "slo_class": "slo_class", "model": "model"}
@@ -69,10 +69,9 @@ def values_in_period(store: Store, slo: Slo, by: str, now: float) -> list[str]:
     sli = slo.sli
     if not isinstance(sli, GoodputSli):
         raise ValueError(f"SLO {slo.name}: not a goodput SLI")
-    rows = read_request_events(store.engine, RequestFilter(
+    return distinct_request_labels(store.engine, by, RequestFilter(
         now - _lookback(slo, now), now, model=sli.model, tenant=sli.tenant,
         slo_class=sli.slo_class))
-    return sorted({getattr(row, by) for row in rows})
 
 
 def slo_by_group(store: Store, slo: Slo, by: str, now: float,

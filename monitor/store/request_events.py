@@ -85,6 +85,17 @@ def read_request_events(engine: Engine, where: RequestFilter) -> list[RequestEve
         return [RequestEventRow(*row) for row in conn.execute(query)]
 
 
+def distinct_request_labels(engine: Engine, label: str, where: RequestFilter) -> list[str]:
+    """The values of ``label`` (model, tenant or slo_class) among the events ``where`` selects,
+    sorted (one DISTINCT query, not the rows)."""
+    if label not in ("model", "tenant", "slo_class"):
+        raise ValueError(f"label one of model, tenant, slo_class, not {label!r}")
+    column = getattr(RequestEventRecord, label)
+    query = select(column).where(*where.clauses()).distinct().order_by(column)
+    with engine.connect() as conn:
+        return [value for value, in conn.execute(query)]
+
+
 def prune_request_events(conn: Connection, cutoff: float) -> int:
     """Delete the events that arrived at or before ``cutoff``; returns how many."""
     return conn.execute(delete(RequestEventRecord)
