@@ -18,7 +18,7 @@ from exporters.adapters import (
     normalize_engines,
 )
 from exporters.fetch import ScrapeError, engines_for, require_samples
-from exporters.exposition import parse_page
+from exporters.exposition import ParsedPage, parse_page
 from exporters.schema import MetricType
 from monitor.collect.config import TargetConfig
 from monitor.collect.snapshot import SeriesKey, series_key
@@ -46,7 +46,11 @@ class Reading:
 def normalize_text(text: str, target: TargetConfig, max_bytes: int) -> NormalizedPage:
     """The page mapped onto the schema by the target's engine (detected when auto), or
     ScrapeError ("parse", "unknown_engine") when nothing on it can be used."""
-    parsed = parse_page(text, target.url, max_bytes)
+    return normalize_parsed(parse_page(text, target.url, max_bytes), target)
+
+
+def normalize_parsed(parsed: ParsedPage, target: TargetConfig) -> NormalizedPage:
+    """normalize_text's second half: a parsed page mapped onto the schema."""
     require_samples(parsed, target.url)
     page = normalize_engines(parsed, engines_for(parsed, target.engine))
     if not page.families:
