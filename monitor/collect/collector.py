@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import logging
 import math
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,11 +36,47 @@ Sink = Callable[[Snapshot], None]
 HttpClientFactory = Callable[[], httpx.AsyncClient]
 
 
-def default_http_client() -> httpx.AsyncClient:
+def default_http_client(ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
     """No pool limit of its own (the collector's semaphore bounds concurrency, and a pool
-    wait would read as a target timeout); redirects are not followed, as Prometheus does not."""
+    wait would read as a target timeout); redirects are not followed, as Prometheus does not.
+    ``ssl_context``: one to share between clients (httpx builds one per client otherwise,
+    about 20 ms of CPU each)."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.AsyncClient(limits=limits, follow_redirects=False)
+    return httpx.AsyncClient(limits=limits, follow_redirects=False,
+                             verify=True if ssl_context is None else ssl_context)
+
+
+def shared_tls_clients() -> HttpClientFactory:
+    """default_http_client's clients, all with one TLS context (httpx's default one, built at
+    the first client)."""
+    context: list[ssl.SSLContext] = []
+
+    def factory() -> httpx.AsyncClient:
+        if not context:
+            context.append(httpx.create_ssl_context())
+        return default_http_client(context[0])
+    return factory
+
+
+class TargetClient:
+    """One target's own HTTP client, made at its first request. Per target, not shared: an
+    httpx pool scans its connections on every request, so one client for N targets costs
+    O(N) per scrape (7 ms of CPU a scrape at 100 targets fetched at once, against 0.6 ms with
+    one client each: bench/collector_cpu.py)."""
+
+    def __init__(self, factory: HttpClientFactory) -> None:
+        self._factory = factory
+        self._client: httpx.AsyncClient | None = None
+
+    def __call__(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = self._factory()
+        return self._client
+
+    def take(self) -> httpx.AsyncClient | None:
+        """The client, if one was made, now no longer this target's (to close it)."""
+        client, self._client = self._client, None
+        return client
 
 
 @dataclass(slots=True, eq=False)
@@ -47,6 +84,7 @@ class _Target:
     """What the collector remembers about one target between scrapes."""
 
     config: TargetConfig
+    http: TargetClient = field(repr=False)
     source: TargetSource = field(repr=False)
     limits: ConfiguredLimits = field(repr=False)  # batch limits the engine may not export
     last_attempt: float | None = None  # clock time of the last scrape, the next one's start
@@ -54,17 +92,19 @@ class _Target:
     busy: bool = False  # a scrape is queued or in flight: a second one is skipped, not piled
     last_state: TargetState | None = None
     last_error: str | None = None
+    removed: bool = False  # by a config edit: its client is closed once no scrape uses it
 
 
 class Collector:
     """Scrapes the targets of a MonitorConfig and hands every Snapshot to ``sink``."""
 
     def __init__(self, config: MonitorConfig, sink: Sink, *,
-                 http_client_factory: HttpClientFactory = default_http_client,
+                 http_client_factory: HttpClientFactory | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self._sink = sink
-        self._client_factory = http_client_factory
-        self._client: httpx.AsyncClient | None = None
+        self._client_factory = http_client_factory or shared_tls_clients()
+        self._retired: list[httpx.AsyncClient] = []  # of removed targets, closed at aclose
+        self._closing: set[asyncio.Task[None]] = set()
         self._clock = clock
         self._config = config
         self._semaphore = asyncio.Semaphore(config.max_concurrent_scrapes)
@@ -90,6 +130,9 @@ class Collector:
             if wanted.get(name) != state.config:
                 del self._targets[name]
                 self._stop_task(name)
+                state.removed = True
+                if not state.busy:
+                    self._close_client(state)
         for name, target in wanted.items():
             if name not in self._targets:
                 self._targets[name] = self._new_target(target)
@@ -125,9 +168,28 @@ class Collector:
             await asyncio.gather(*tasks.values(), return_exceptions=True)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for state in self._targets.values():
+            client = state.http.take()
+            if client is not None:
+                self._retired.append(client)
+        retired, self._retired = self._retired, []
+        for client in retired:
+            await client.aclose()
+        await asyncio.gather(*self._closing, return_exceptions=True)
+
+    def _close_client(self, state: _Target) -> None:
+        """Close a removed target's client: now in the background, or at aclose."""
+        client = state.http.take()
+        if client is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._retired.append(client)
+            return
+        task = loop.create_task(client.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def __aenter__(self) -> Collector:
         return self
@@ -169,6 +231,8 @@ class Collector:
                 snapshot = await self._snapshot(state, started)
         finally:
             state.busy = False
+            if state.removed:
+                self._close_client(state)
         if self._targets.get(state.config.name) is not state:
             return None
         state.last_attempt, state.last_state = started, snapshot.state
@@ -200,15 +264,11 @@ class Collector:
         return snapshot
 
     def _new_target(self, config: TargetConfig) -> _Target:
-        source = source_for(config, self._http, lambda: self._config.max_body_bytes)
+        http = TargetClient(self._client_factory)
+        source = source_for(config, http, lambda: self._config.max_body_bytes)
         limits = ConfiguredLimits(config.name, config.max_num_seqs,
                                   config.max_num_batched_tokens)
-        return _Target(config, source, limits)
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
+        return _Target(config, http, source, limits)
 
 
 def next_slot(slot: float, interval: float, now: float) -> float:

@@ -125,6 +125,7 @@ class PageReader:
     num_full: int = 0  # pages read the full way
     _plan: _Plan | None = field(default=None, repr=False)
     _last_shape: PageShape | None = field(default=None, repr=False)
+    _unplannable: PageShape | None = field(default=None, repr=False)  # its trace failed
 
     def read(self, text: str, max_bytes: int) -> Reading:
         """The page's Reading, exactly as read_page(normalize_text(...)) gives it; ScrapeError
@@ -147,10 +148,15 @@ class PageReader:
         parsed = parse_page(text, self.target.url, max_bytes)
         reading = read_page(normalize_parsed(parsed, self.target))
         shaped = page_shape(text) if not parsed.problems else None
-        if shaped is None or shaped[0] != self._last_shape:
-            self._last_shape = None if shaped is None else shaped[0]
+        shape = None if shaped is None else shaped[0]
+        if shaped is None or shape in (self._unplannable, self._plan and self._plan.shape):
+            return reading  # nothing to plan, or a value the plan refused: the plan stays
+        if shape != self._last_shape:
+            self._last_shape = shape
             return reading
         self._plan = _build_plan(parsed, shaped[0], shaped[1], self.target, reading)
+        if self._plan is None:
+            self._unplannable = shape
         return reading
 
 
