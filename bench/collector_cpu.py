@@ -9,8 +9,10 @@ alone:
 - the real ``Collector.run`` (``engine: vllm``) in this process, with a sink that only counts:
   two warm-up intervals (the FIRST scrape, then the one that plans the page's shape), then the
   window;
-- the same collector with the page plans turned off (``--no-full-path`` skips it): every page
-  parsed and normalized the full way, as before monitor/collect/page_plan.py.
+- the same collector with the page plans turned off: every page parsed and normalized the full
+  way, as before monitor/collect/page_plan.py;
+- and with the plans off and one HTTP client shared by all targets: the collector as it was
+  before both changes (``--no-before`` skips these two runs).
 
 CPU is utime+stime of Prometheus' process, and this process's time.process_time (parse threads
 included) for the collector, over windows of the same length; samples are good scrapes x the
@@ -48,16 +50,22 @@ from bench.collector_scale import (
 from bench.scale_prometheus import run_prometheus
 from bench.scale_targets import build_page
 from exporters.sockets import free_port
-from monitor.collect.collector import Collector
+from monitor.collect.collector import Collector, default_http_client
 from monitor.collect.page_plan import PageReader
 from monitor.stack.processes import find_binary
 
 WARM_UP_INTERVALS = 2
 
 
-async def _run_collector(n: int, settings: Settings, server_pid: int) -> tuple[Tally, Window]:
+async def _run_collector(n: int, settings: Settings, server_pid: int,
+                         shared_client: bool) -> tuple[Tally, Window]:
     tally, stop = Tally(), asyncio.Event()
-    async with Collector(monitor_config(n, settings), tally) as collector:
+    factory = None
+    if shared_client:
+        client = default_http_client()
+        factory = lambda: client  # noqa: E731 - every target on one pool, as before
+    async with Collector(monitor_config(n, settings), tally,
+                         http_client_factory=factory) as collector:
         task = asyncio.create_task(collector.run(stop))
         await asyncio.sleep(WARM_UP_INTERVALS * settings.interval)
         window = await _measure_window(settings, server_pid)
@@ -66,8 +74,9 @@ async def _run_collector(n: int, settings: Settings, server_pid: int) -> tuple[T
     return tally, window
 
 
-def run_collector(n: int, settings: Settings, server_pid: int) -> OursResult:
-    tally, window = asyncio.run(_run_collector(n, settings, server_pid))
+def run_collector(n: int, settings: Settings, server_pid: int,
+                  shared_client: bool = False) -> OursResult:
+    tally, window = asyncio.run(_run_collector(n, settings, server_pid, shared_client))
     return judge_ours(n, tally, window, settings)
 
 
@@ -87,7 +96,7 @@ def _loadavg() -> str:
 
 
 def measure(n: int, settings: Settings, prometheus: str, server_pid: int,
-            full_path: bool) -> dict[str, Any]:
+            before: bool) -> dict[str, Any]:
     print(f"N {n}: load average {_loadavg()}", flush=True)
     theirs = run_prometheus(n, settings, prometheus)
     ours = run_collector(n, settings, server_pid)
@@ -97,12 +106,14 @@ def measure(n: int, settings: Settings, prometheus: str, server_pid: int,
          theirs.busy_fraction, None),
         ("collector", ours.cpu_s_per_1k_samples, ours.scrapes, ours.expected_scrapes,
          ours.busy_fraction, ours.other_cores)]
-    if full_path:
+    if before:
         with full_path_only():
-            full = run_collector(n, settings, server_pid)
-        row["collector_full_path"] = asdict(full)
-        results.append(("full path", full.cpu_s_per_1k_samples, full.scrapes,
-                        full.expected_scrapes, full.busy_fraction, full.other_cores))
+            variants = [("plans off", run_collector(n, settings, server_pid)),
+                        ("before", run_collector(n, settings, server_pid, shared_client=True))]
+        for who, result in variants:
+            row[f"collector_{who.replace(' ', '_')}"] = asdict(result)
+            results.append((who, result.cpu_s_per_1k_samples, result.scrapes,
+                            result.expected_scrapes, result.busy_fraction, result.other_cores))
     for who, per_1k, scrapes, due, busy, others in results:
         load = "" if others is None else f", others {others:.2f} cores"
         print(f"N {n:>5} {who:>10}: scrapes {scrapes}/{due}, busy {busy:.2f} cores, "
@@ -121,8 +132,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--window-intervals", type=int, default=3)
     parser.add_argument("--max-concurrent", type=int, default=64)
-    parser.add_argument("--no-full-path", action="store_true",
-                        help="skip the collector run with the page plans off")
+    parser.add_argument("--no-before", action="store_true",
+                        help="skip the collector runs with the page plans off")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     prometheus = find_binary(("prometheus",))
@@ -140,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         for n in (int(part) for part in args.targets.split(",")):
             rows.append(measure(n, settings, prometheus, server.pid or 0,
-                                not args.no_full_path))
+                                not args.no_before))
     finally:
         server.terminate()
         server.join(10)
