@@ -382,3 +382,29 @@ def test_run_scrapes_on_schedule_and_follows_config_edits(
 ], ids=["on_time", "overran", "early"])
 def test_the_schedule_keeps_to_its_grid(slot: float, now: float, expected: float) -> None:
     assert next_slot(slot, 15.0, now) == expected
+
+
+def test_each_target_has_its_own_client_and_a_removed_targets_is_closed(
+        server: ScriptedServer) -> None:
+    a = server.script("/a", page(10), page(20))
+    b = server.script("/b", page(100), page(110))
+    made: list[httpx.AsyncClient] = []
+
+    def factory() -> httpx.AsyncClient:
+        made.append(httpx.AsyncClient())
+        return made[-1]
+
+    async def main() -> None:
+        clock = FakeClock()
+        async with Collector(make_config({"a": a, "b": b}), lambda _: None,
+                             http_client_factory=factory, clock=clock) as collector:
+            await collector.scrape_once()
+            assert len(made) == 2  # one pool each: a shared pool is scanned on every request
+            collector.apply_config(make_config({"b": b}))
+            await asyncio.sleep(0)  # the removed target's client closes in the background
+            clock.now += 15
+            await collector.scrape_once()
+            assert [client.is_closed for client in made] == [True, False]
+        assert all(client.is_closed for client in made)
+
+    asyncio.run(main())
