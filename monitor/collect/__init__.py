@@ -5,6 +5,7 @@
     sources.py     where a target's window comes from (the seam): ScrapeSource, the embedded
                    scraper, or PromQLTargetSource, a Prometheus-compatible API
     scrape.py      a fetched page normalized to the inferwatch schema and read into values
+    page_plan.py   a page of an unchanged shape read through a traced, compiled plan
     deltas.py      two readings of a target -> increases over the window (counter resets)
     promql.py      the same window read from a PromQL API (increase() semantics)
     snapshot.py    the Snapshot: one target over [start, end), what the store keeps
