@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from monitor.slo.evaluator import SloEvaluator, SloStatus
+from monitor.slo.evaluator import SloEvaluator, SloStatus, slo_period_start
 from monitor.slo.source import StoreSliSource
 from monitor.slo.spec import GoodputSli, RatioSli, Slo
 from monitor.slo.windows import Severity
@@ -65,12 +65,12 @@ def _narrowed(sli: GoodputSli | RatioSli, by: str, value: str) -> GoodputSli | R
 
 
 def values_in_period(store: Store, slo: Slo, by: str, now: float) -> list[str]:
-    """The values of ``by`` among the SLO's events in its period (the longest lookback)."""
+    """The values of ``by`` among the SLO's events in its current period."""
     sli = slo.sli
     if not isinstance(sli, GoodputSli):
         raise ValueError(f"SLO {slo.name}: not a goodput SLI")
     return distinct_request_labels(store.engine, by, RequestFilter(
-        now - _lookback(slo, now), now, model=sli.model, tenant=sli.tenant,
+        slo_period_start(slo, now), now, model=sli.model, tenant=sli.tenant,
         slo_class=sli.slo_class))
 
 
@@ -89,10 +89,4 @@ def slo_by_group(store: Store, slo: Slo, by: str, now: float,
                      any(c.active and c.labels.get("severity") == Severity.PAGE.value
                          for c in status.conditions))
             for value, status in zip(values, statuses, strict=True)]
-
-
-def _lookback(slo: Slo, now: float) -> float:
-    if slo.window.duration_seconds is not None:
-        return slo.window.duration_seconds
-    return 31 * 86400.0 if slo.window.calendar == "month" else 7 * 86400.0
 

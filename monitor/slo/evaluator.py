@@ -256,7 +256,7 @@ class SloEvaluator:
         open_part = Counts()
         if (open_read := self._open_read(tracked, closed_end, now)) is not None:
             open_part = _counts(self._reader.read(*open_read))
-        period_start = _period_start(slo, now)
+        period_start = slo_period_start(slo, now)
         period = tracked.events.since(period_start) + open_part
         open_seconds = now - closed_end if open_read is not None else 0.0
         burns = {seconds: _burn(slo, seconds, _window(tracked.events, seconds, open_seconds)
@@ -311,7 +311,7 @@ class SloEvaluator:
         """First tick: the budget period in hours, then the alert windows in minutes (timeslice
         SLOs read minutes throughout: each slice is judged on its own)."""
         slo = tracked.slo
-        period_start = _period_start(slo, now)
+        period_start = slo_period_start(slo, now)
         ring_start = closed_end - tracked.events.minute_capacity * _MINUTE
         minutes_from = ring_start
         reads: list[Read] = []
@@ -424,7 +424,9 @@ def _burn(slo: Slo, seconds: float, counts: Counts) -> WindowBurn:
                       ratio / slo.error_budget)
 
 
-def _period_start(slo: Slo, now: float) -> float:
+def slo_period_start(slo: Slo, now: float) -> float:
+    """Where the SLO's current period began: now - duration, or the calendar month's or
+    week's first midnight (UTC)."""
     if slo.window.duration_seconds is not None:
         return now - slo.window.duration_seconds
     day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
