@@ -282,6 +282,7 @@ def target_up_metric(url: str, target: str) -> float:
     return float(match.group(1))
 
 
+@pytest.mark.waits
 @pytest.mark.timeout(2 * START_TIMEOUT_SECONDS + 600)  # two starts of vLLM, minutes of waits
 def test_availability_goes_to_no_data_when_vllm_stops_and_recovers_when_it_returns(
         tmp_path: Path) -> None:

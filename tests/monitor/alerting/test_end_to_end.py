@@ -16,6 +16,7 @@ SCRAPE_SECONDS = 5.0
 EVALUATION_SECONDS = 2.0
 
 
+@pytest.mark.waits
 @pytest.mark.timeout(600)
 def test_injected_faults_page_in_the_workbooks_time_and_a_clean_run_does_not(
         tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from tests.monitor.store.databases import Database
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.waits
 @pytest.mark.timeout(240)
 def test_killing_the_active_replica_loses_no_page_and_repeats_none(
         postgres: Database, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from monitor.stack.outages import alertmanager_down, restart_postgres
 from monitor.stack.postgres import PostgresUnavailable, PrivatePostgres
 from tests.integration import unavailable
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.waits]
 
 POSTGRES_DOWN_SECONDS = 10.0
 # Long enough for several evaluation rounds (1 s) and delivery retries (0.5 s doubling to
