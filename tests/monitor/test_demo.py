@@ -17,6 +17,9 @@ import pytest
 from monitor.stack.alertmanager import alertmanager_binary
 from monitor.stack.prometheus import prometheus_binary
 
+# The demo runs for minutes on its own clocks (scrape, evaluation, the fault's schedule).
+pytestmark = pytest.mark.waits
+
 PAGE = "FIRING   InferwatchSLOBurnRate{severity=page, slo=demo-availability, window=1h/2m}"
 STATUS = re.compile(r"^\[\d\d:\d\d\] load [\d.]+ req/s \| \d+ tok/s \| batch \d+% \| "
                     r"p99 TTFT \d+ ms \| budget left: demo-availability -?\d+%, demo-ttft")
