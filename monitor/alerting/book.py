@@ -36,6 +36,7 @@ from monitor.slo.evaluator import AlertCondition
 from monitor.store.alert_events import AlertEventRow, insert_events
 from monitor.store.db import Store
 from monitor.store.ids import dialect_insert
+from monitor.store.writes import write_transaction
 from monitor.store.models import AlertRecord
 
 logger = logging.getLogger(__name__)
@@ -197,7 +198,9 @@ class AlertBook:
             self._changed.clear()
             self._events.clear()  # no store, no history
             return
-        with self.store.engine.begin() as conn:
+        # Fenced: a replica that lost the lock without knowing yet saves (and so sends)
+        # nothing (monitor/store/fence.py).
+        with write_transaction(self.store.engine, fenced=True) as conn:
             insert_events(conn, self._events)
             for fp in sorted(self._changed):
                 alert = self._alerts.get(fp)

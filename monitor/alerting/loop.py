@@ -24,6 +24,7 @@ from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
 from monitor.headroom.config import HEADROOM_ALERT
 from monitor.headroom.monitor import HeadroomMonitor
 from monitor.slo.evaluator import AlertCondition, SloEvaluator, SloState, SloStatus
+from monitor.store.fence import FencedOut
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +126,9 @@ class AlertingLoop:
                 failed = False
                 try:
                     alerts = await asyncio.to_thread(self.evaluate, now)
+                except FencedOut as exc:  # lost the lock, not yet noticed: send nothing
+                    logger.warning("%s; this round sends nothing", exc)
+                    alerts, failed = [], True
                 except Exception:
                     logger.exception("SLO evaluation failed; retrying next interval")
                     alerts, failed = [], True

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from monitor.api.errors import ApiError
+from monitor.store.fence import FencedOut
 from monitor.store.runs import finish_run, start_run
 
 logger = logging.getLogger(__name__)
@@ -61,8 +62,12 @@ class RunManager:
             error = f"{type(exc).__name__}: {exc}"
         finally:
             self._tasks.pop(run_id, None)
-            await asyncio.shield(asyncio.to_thread(finish_run, self._engine, run_id, result,
-                                                   error))
+            try:
+                await asyncio.shield(asyncio.to_thread(finish_run, self._engine, run_id,
+                                                       result, error))
+            except FencedOut:  # the new active has marked it failed already
+                logger.warning("%s %s: its outcome is not recorded, this replica lost the "
+                               "lock during the run", kind, run_id)
 
     async def aclose(self) -> None:
         """Cancel what runs; each is recorded as failed (cancelled)."""

@@ -36,8 +36,11 @@ from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+
+from monitor.store.fence import FencedOut
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,9 @@ def _lock_key(name: str) -> int:
 
 
 LOCK_KEY: Final = _lock_key("inferwatch-evaluator")
+# The write fence's key (monitor/store/fence.py): shared by each fenced transaction, taken
+# exclusively for a moment by a replica that has just won LOCK_KEY.
+FENCE_KEY: Final = _lock_key("inferwatch-write-fence")
 APPLICATION_PREFIX: Final = "inferwatch:"
 # PostgreSQL keeps at most 63 bytes of application_name.
 _MAX_NAME: Final = 63 - len(APPLICATION_PREFIX)
@@ -59,6 +65,13 @@ _ACTIVE_QUERY: Final = text(
     "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
     "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
     "AND l.classid = :hi AND l.objid = :lo "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "LIMIT 1")
+
+
+_HOLDER_QUERY: Final = text(
+    "SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
+    "AND l.objsubid = 1 AND l.classid = :hi AND l.objid = :lo "
     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
     "LIMIT 1")
 
@@ -171,8 +184,13 @@ class Leadership(_Events):
                           "options": "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 "
                                      "-c tcp_keepalives_count=2"})
         self._conn: Connection | None = None
+        # The backend pid of the lock session while this replica holds the lock (the write
+        # fence compares pg_locks' holder with it); None otherwise.
+        self._lock_pid: int | None = None
         self._reads: Engine | None = None  # for active_replica(), opened on first use
         self._url = url
+        self.fence_key = FENCE_KEY
+        self.fence_wait_seconds = max(2 * poll_seconds, 1.0)
 
     # --- the election ---
 
@@ -211,9 +229,28 @@ class Leadership(_Events):
             if active:
                 self._conn.execute(text("SELECT 1"))
                 return True, None
-            got = self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"),
-                                     {"key": self.lock_key}).scalar_one()
-            return bool(got), None
+            if self._lock_pid is None:
+                got = self._conn.execute(text("SELECT pg_try_advisory_lock(:key)"),
+                                         {"key": self.lock_key}).scalar_one()
+                if not got:
+                    return False, None
+                self._lock_pid = int(self._conn.execute(
+                    text("SELECT pg_backend_pid()")).scalar_one())
+            # Won (now or at an earlier poll whose drain timed out): before acting, wait for
+            # the fenced transactions the previous active had begun (monitor/store/fence.py).
+            self._conn.execute(text(
+                f"SET lock_timeout = {round(self.fence_wait_seconds * 1000)}"))
+            self._conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": self.fence_key})
+            self._conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": self.fence_key})
+            self._conn.execute(text("RESET lock_timeout"))
+            return True, None
+        except OperationalError as exc:
+            if "lock timeout" in str(exc) and self._lock_pid is not None:
+                # The previous active's write is still open: keep the lock, drain next poll.
+                logger.warning("replica %s: won the lock, waiting for the previous active's "
+                               "last write to end", self.replica_id)
+                return False, None
+            return False, f"{type(exc).__name__}: {exc}".splitlines()[0]
         except Exception as exc:  # any driver error: the session (and the lock) may be gone
             return False, f"{type(exc).__name__}: {exc}".splitlines()[0]
 
@@ -228,6 +265,7 @@ class Leadership(_Events):
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
+        self._lock_pid = None
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.invalidate()  # never handed back: a broken or doubtful session
@@ -239,6 +277,21 @@ class Leadership(_Events):
         self._engine.dispose()
         if self._reads is not None:
             self._reads.dispose()
+
+    # --- the write fence (monitor/store/fence.py) ---
+
+    def check_fence(self, conn: Connection) -> None:
+        """Inside a fenced write transaction on the store: FencedOut unless this replica's
+        lock session still holds the lock. The shared FENCE_KEY taken here (until the
+        transaction ends) makes a replica that wins the lock wait for this transaction."""
+        conn.execute(text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": self.fence_key})
+        hi, lo = (self.lock_key >> 32) & 0xFFFFFFFF, self.lock_key & 0xFFFFFFFF
+        holder = conn.execute(_HOLDER_QUERY, {"hi": hi, "lo": lo}).scalar()
+        mine = self._lock_pid if self.role is Role.ACTIVE else None
+        if mine is None or holder != mine:
+            raise FencedOut(
+                f"replica {self.replica_id} is not the active replica (the lock is held by "
+                f"{'no session' if holder is None else f'backend {holder}'}): write refused")
 
     # --- who is active ---
 

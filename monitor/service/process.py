@@ -45,10 +45,11 @@ from monitor.collect.collector import Collector, follow_config
 from monitor.collect.config import ConfigWatcher
 from monitor.headroom.metrics import HeadroomCollector
 from monitor.collect.recorder import StoreRecorder
-from monitor.service.leader import Replica, Role, replica_for
+from monitor.service.leader import Leadership, Replica, Role, replica_for
 from monitor.service.reload import LiveConfig, SloFiles
 from monitor.slo.spec import Slo
 from monitor.store import Store
+from monitor.store.fence import install_fence
 from monitor.store.runs import fail_unfinished
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,8 @@ class MonitorService:
             replica_id=config.ha.replica_id, poll_seconds=config.ha.poll_seconds,
             on_change=self._role_changed)
         self.metrics.observe_role(self.replica.role.value, changed=False)
+        if isinstance(self.replica, Leadership):  # monitor/store/fence.py
+            install_fence(store.engine, self.replica.check_fence)
         store.overlaps.on_reject = self.metrics.observe_rejected
         self._alertmanager_urls = config.alerting.alertmanager_urls  # read at start only
         self._taken_over = False  # the active's start (below) is done: runs may start

@@ -37,7 +37,7 @@ class RunRow:
 def start_run(engine: Engine, kind: str, name: str, config: Mapping[str, Any],
               artifacts: Mapping[str, str] | None = None) -> str:
     run_id = str(uuid.uuid4())
-    with write_transaction(engine) as conn:
+    with write_transaction(engine, fenced=True) as conn:
         conn.execute(insert(BenchRun).values(
             id=run_id, kind=kind, name=name, status="running", started_at=time.time(),
             finished_at=None, config=json_safe(config), result=None,
@@ -52,7 +52,7 @@ def finish_run(engine: Engine, run_id: str, result: Mapping[str, Any] | None,
                               "result": json_safe(result) if result is not None else None}
     if artifacts is not None:
         values["artifacts"] = dict(artifacts)
-    with write_transaction(engine) as conn:
+    with write_transaction(engine, fenced=True) as conn:
         conn.execute(update(BenchRun).where(BenchRun.id == run_id).values(**values))
 
 
@@ -95,7 +95,7 @@ def count_runs(engine: Engine, kind: str | None = None) -> int:
 def fail_unfinished(engine: Engine, reason: str) -> int:
     """Mark runs still ``running`` as failed with ``reason`` (at start: their process is
     gone); returns how many."""
-    with write_transaction(engine) as conn:
+    with write_transaction(engine, fenced=True) as conn:
         result = conn.execute(update(BenchRun).where(BenchRun.status == "running").values(
             status="failed", finished_at=time.time(), error=reason))
     return int(result.rowcount or 0)

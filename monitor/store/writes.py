@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, delete, insert, select, update
 
 from monitor.collect.snapshot import Snapshot
+from monitor.store.fence import check_fence
 from monitor.store.histograms import encode_counts
 from monitor.store.ids import IdCache, dialect_insert, ensure_bounds, ensure_series, ensure_targets
 from monitor.store.models import (
@@ -43,10 +44,15 @@ VALUE_TABLES: dict[SeriesKind, ValueTable] = {
 
 
 @contextmanager
-def write_transaction(engine: Engine) -> Iterator[Connection]:
+def write_transaction(engine: Engine, *, fenced: bool = False) -> Iterator[Connection]:
+    """A write transaction; ``fenced``: one only the active replica may make (checked
+    inside the transaction, monitor/store/fence.py: FencedOut if this replica lost the
+    lock)."""
     with engine.connect() as conn:
         conn.execution_options(**{IMMEDIATE: True})
         with conn.begin():
+            if fenced:
+                check_fence(conn)
             yield conn
 
 
