@@ -18,6 +18,12 @@ The PromQL per SLI kind lives in one place, ``sli_queries``; ``events_promql`` a
 query (the monitor, dashboards). Recording rules follow ``level:metric:operations``:
 ``inferwatch_slo:sli_errors:increase5m``, ``inferwatch_slo:error_ratio:ratio_rate1h``, ...,
 each labelled ``slo="<name>"`` (and nothing else: the sums drop every other label).
+
+An SLO split by labels (``grouping: [tenant]``) sums ``by (tenant)`` instead: every recorded
+series and every alert then carries its tenant beside ``slo``, the min_events gate counts one
+tenant's events, and an optional term missing for a tenant is 0 for it (``or 0 * sum by
+(tenant) (total)``, where an SLO as a whole has ``or vector(0)``). The annotations' queries
+select the alert's own tenant (``printf`` of its ``$labels``).
 """
 
 from __future__ import annotations
@@ -214,24 +220,38 @@ def counter_selector(query: CounterQuery, base: tuple[tuple[str, str], ...]) -> 
 
 # --- PromQL ------------------------------------------------------------------------------------
 
-def _sum_promql(terms: Sequence[Term], function: str, seconds: float) -> str:
+def _aggregate(by: Sequence[str], function: str, selector: SeriesSelector, window: str) -> str:
+    """``sum(fn(x[w]))``, or ``sum by (a, b) (fn(x[w]))`` for a split SLO."""
+    if not by:
+        return f"sum({function}({selector.promql()}[{window}]))"
+    return f"sum by ({', '.join(by)}) ({function}({selector.promql()}[{window}]))"
+
+
+def _sum_promql(terms: Sequence[Term], function: str, seconds: float,
+                by: Sequence[str] = (), fill: SeriesSelector | None = None) -> str:
+    """The terms summed (``by`` labels). An optional term without series is 0: ``vector(0)``
+    as a whole, or per group 0 times ``fill`` (the SLI's total), so each group has it."""
     window = format_duration(seconds)
     parts = []
     for i, term in enumerate(terms):
-        text = f"sum({function}({term.selector.promql()}[{window}]))"
+        text = _aggregate(by, function, term.selector, window)
         if term.optional:
-            text = f"({text} or vector(0))"
+            zero = "vector(0)" if not by or fill is None else \
+                f"0 * {_aggregate(by, function, fill, window)}"
+            text = f"({text} or {zero})"
         parts.append(text if i == 0 else f"{'+' if term.sign > 0 else '-'} {text}")
     return " ".join(parts)
 
 
 def events_promql(slo: Slo, seconds: float, target_label: str = "job") -> tuple[str, str]:
-    """(bad events, all events) over a window ending now, as PromQL."""
+    """(bad events, all events) over a window ending now, as PromQL; per group of the SLO's
+    ``grouping`` labels when it has them."""
     queries = sli_queries(slo, target_label)
     if not queries.total:
         raise ValueError(f"SLO {slo.name}: a throughput SLI has no events, only slices")
-    return (_sum_promql(queries.bad, "increase", seconds),
-            _sum_promql(queries.total, "increase", seconds))
+    fill = queries.total[0].selector
+    return (_sum_promql(queries.bad, "increase", seconds, slo.grouping, fill),
+            _sum_promql(queries.total, "increase", seconds, slo.grouping, fill))
 
 
 def throughput_promql(slo: Slo, seconds: float, target_label: str = "job") -> str:
@@ -357,28 +377,44 @@ def _query(expr: str) -> str:
     return '"' + expr.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+_MATCHER: Final = "\x00"  # where a template's query takes the SLO's (and group's) matcher
+
+
+def _with_query(slo: Slo, expr: str) -> str:
+    """``with query "<expr>"``; for a split SLO, the alert's own group selected:
+    ``with printf "<expr with %[1]s>" $labels.tenant | query``. ``expr`` has ``_MATCHER``
+    where the matcher goes."""
+    if not slo.grouping:
+        return f"with query {_query(expr.replace(_MATCHER, slo_matcher(slo)))}"
+    matchers = [f'slo="{escape_label_value(slo.name)}"'] + [
+        f'{label}="%[{i}]s"' for i, label in enumerate(slo.grouping, 1)]
+    text = expr.replace("%", "%%").replace(_MATCHER, "{" + ",".join(matchers) + "}")
+    args = " ".join(f"$labels.{label}" for label in slo.grouping)
+    return f"with printf {_query(text)} {args} | query"
+
+
 def budget_remaining_template(slo: Slo) -> str:
-    expr = f"{budget_remaining_record(slo)}{slo_matcher(slo)}"
-    return (f"{{{{ with query {_query(expr)} }}}}{{{{ . | first | value | humanizePercentage }}}}"
+    expr = f"{budget_remaining_record(slo)}{_MATCHER}"
+    return (f"{{{{ {_with_query(slo, expr)} }}}}{{{{ . | first | value | humanizePercentage }}}}"
             "{{ else }}unknown{{ end }}")
 
 
-def exhaustion_promql(slo: Slo) -> str | None:
+def exhaustion_promql(slo: Slo, matcher: str | None = None) -> str | None:
     """Hours until the budget is gone at the burn rate of ``exhaustion_window``."""
     seconds = exhaustion_window(slo)
     if seconds is None:
         return None
-    me = slo_matcher(slo)
+    me = slo_matcher(slo) if matcher is None else matcher
     hours = promql_number(slo.window.nominal_seconds / 3600)
     return (f"{budget_remaining_record(slo)}{me} * {hours} / "
             f"({error_ratio_record(seconds)}{me} / {promql_number(slo.error_budget)})")
 
 
 def exhaustion_template(slo: Slo) -> str:
-    expr = exhaustion_promql(slo)
+    expr = exhaustion_promql(slo, _MATCHER)
     if expr is None:
         return "unknown"
-    return (f"{{{{ with query {_query(expr)} }}}}{{{{ $hours := . | first | value }}}}"
+    return (f"{{{{ {_with_query(slo, expr)} }}}}{{{{ $hours := . | first | value }}}}"
             '{{ if gt $hours 0.0 }}{{ printf "%.1fh" $hours }}{{ else }}exhausted{{ end }}'
             "{{ else }}unknown{{ end }}")
 
@@ -425,7 +461,7 @@ def burn_annotations(slo: Slo, window: BurnWindow) -> dict[str, str]:
     series; the generated promtool tests spell out what they render to."""
     factor = f"{window.factor:g}"
     long = format_duration(window.long_seconds)
-    summary = (f"SLO {slo.name} is burning its error budget "
+    summary = (f"SLO {slo.name}{group_template(slo)} is burning its error budget "
                '{{ printf "%.1f" $value }}x too fast over ' + f"{long} ({window.severity} "
                f"above {factor}x over {window.name})")
     lead = slo.description.strip().rstrip(".")
@@ -441,6 +477,13 @@ def burn_annotations(slo: Slo, window: BurnWindow) -> dict[str, str]:
         "time_to_exhaustion": exhaustion_template(slo),
         **_links(slo),
     }
+
+
+def group_template(slo: Slo) -> str:
+    """" for tenant={{ $labels.tenant }}" in a split SLO's summary; "" for a whole one."""
+    if not slo.grouping:
+        return ""
+    return " for " + ", ".join(f"{k}={{{{ $labels.{k} }}}}" for k in slo.grouping)
 
 
 def no_data_annotations(slo: Slo) -> dict[str, str]:
@@ -494,6 +537,10 @@ def rule_groups(slo: Slo, *, interval_seconds: float = 60,
 
 def _comment(slo: Slo) -> list[str]:
     lines = [f"SLO {slo.name} ({slo.service}): {_objective_text(slo)}, {slo.budgeting}."]
+    if slo.grouping:
+        lines.append(f"Split by {', '.join(slo.grouping)}: each value has its own error ratio, "
+                     f"budget and alerts; one pages with at least {slo.alerting.min_events} "
+                     "events in the long window (alerting.min_events).")
     if not slo.window.is_rolling:
         lines.append(f"Calendar {slo.window.calendar}: Prometheus cannot align a range to "
                      f"the start of a {slo.window.calendar}, so the period is recorded over "

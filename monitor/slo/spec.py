@@ -21,6 +21,13 @@ SLI kinds, over the normalized ``gen_ai_server_*`` schema:
   one target alone is a latency SLI off the edges); with none, the gateway's own verdict.
   The monitor evaluates it from the store; Prometheus has no events, so the rule generators
   leave it out (``prometheus_slos``).
+
+``grouping`` (Pyrra's word; its ``indicator.ratio.grouping``) splits an Occurrences SLO by
+labels of its series, e.g. ``grouping: [tenant]`` over the gateway's counters: the generated
+rules sum ``by (tenant)``, so each tenant has its own error ratio, burn rate and budget, and
+pages on its own burn with its ``tenant`` label. A split SLO's ``alerting.min_events`` gate
+(events of one group in a burn window's long window) defaults to ``DEFAULT_GROUPED_MIN_EVENTS``:
+a tenant sending a few requests an hour never pages on one bad one.
 """
 
 from __future__ import annotations
@@ -55,6 +62,13 @@ THROUGHPUT_METRICS: Final[dict[str, tuple[str, ...]]] = {
 # counter, so when counted they are added to the total as well.
 PRE_ENGINE_ERRORS: Final[frozenset[str]] = frozenset({"rejected", "bad_request"})
 DEFAULT_COUNTED_ERRORS: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected")
+# A split SLO's minimum events per group in a long window, unless alerting.min_events is given.
+DEFAULT_GROUPED_MIN_EVENTS: Final = 100
+# Labels an SLO cannot be split by: they name the SLO's own recorded series and alerts.
+RESERVED_GROUPING: Final[frozenset[str]] = frozenset(
+    {"slo", "window", "severity", "service", "alertname", "le", "__name__"})
+# What a goodput SLI (stored request events) splits by: the events' label columns.
+GOODPUT_GROUPING: Final[tuple[str, ...]] = ("model", "tenant", "slo_class")
 
 
 def _duration(value: object) -> float:
@@ -326,6 +340,8 @@ class Slo(_Model):
     # Timeslices: a slice is good when its ratio of good events reaches this.
     timeslice_target: float | None = Field(default=None, gt=0, le=1)
     selector: Selector = Selector()
+    # Split by these labels: an error ratio, budget and alerts per value (see the docstring).
+    grouping: tuple[str, ...] = ()
     alerting: Alerting = Alerting()
     labels: dict[str, str] = Field(default_factory=dict)
 
@@ -374,6 +390,17 @@ class Slo(_Model):
             raise ValueError("timeslice_target is only for Timeslices budgeting")
         return self
 
+    @model_validator(mode="after")
+    def _grouping(self) -> Slo:
+        if not self.grouping:
+            return self
+        check_grouping(self)
+        if "min_events" not in self.alerting.model_fields_set:
+            # frozen: set once here, while the model is being built
+            object.__setattr__(self, "alerting", self.alerting.model_copy(
+                update={"min_events": DEFAULT_GROUPED_MIN_EVENTS}))
+        return self
+
     @property
     def from_events(self) -> bool:
         """Read from the stored request events, not from metrics (no Prometheus rules)."""
@@ -383,6 +410,39 @@ class Slo(_Model):
     def error_budget(self) -> float:
         """The fraction of events (or slices) allowed to be bad."""
         return 1.0 - self.objective
+
+
+def check_grouping(slo: Slo) -> None:
+    """Refuse a split that cannot mean one SLO per label value, naming the label."""
+    labels = slo.grouping
+    bad = [k for k in labels if not _LABEL_NAME_RE.match(k) or k.startswith("__")]
+    if bad:
+        raise ValueError(f"grouping: not Prometheus label names: {bad}")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"grouping: a label is given twice: {list(labels)}")
+    if reserved := sorted(set(labels) & RESERVED_GROUPING):
+        raise ValueError(f"grouping: {reserved} name the SLO's own series and alerts; "
+                         "split by labels of the SLI's series (tenant, model, slo_class...)")
+    if slo.budgeting is not Budgeting.OCCURRENCES:
+        raise ValueError(f"grouping: only Occurrences budgeting splits per label, not "
+                         f"{slo.budgeting} (a slice would be judged per group)")
+    sli = slo.sli
+    if isinstance(sli, GoodputSli):
+        if outside := [k for k in labels if k not in GOODPUT_GROUPING]:
+            raise ValueError(f"grouping: a goodput SLI splits by "
+                             f"{', '.join(GOODPUT_GROUPING)}, not {outside}")
+        if pinned := [k for k in labels if getattr(sli, k) is not None]:
+            raise ValueError(f"grouping: the SLI already selects one {pinned[0]}")
+    pinned_by = {**slo.selector.labels, **slo.labels, **slo.alerting.alert.labels,
+                 **slo.alerting.page_alert.labels, **slo.alerting.ticket_alert.labels}
+    for window in slo.alerting.windows:
+        pinned_by.update(window.alert.labels)
+    if isinstance(sli, RatioSli):
+        for query in (sli.good, sli.bad, sli.total):
+            pinned_by.update(query.labels if query is not None else {})
+    if pinned := sorted(set(labels) & set(pinned_by)):
+        raise ValueError(f"grouping: {pinned} also given a fixed value (selector, SLI, SLO or "
+                         "alert labels); a split label takes every value")
 
 
 def prometheus_slos(slos: Sequence[Slo]) -> list[Slo]:
