@@ -13,6 +13,12 @@ fire and resolve when designed.
 Scenarios: ``clean`` (steady good traffic: nothing fires), one ``fault`` per SLO with a
 detectable page (good traffic, then every event bad, then good again), and ``no-data`` (all
 series stop).
+
+An SLO split by labels (``grouping``) gets three groups in every scenario, each grouping label
+set to the group's name: ``busy`` (steady traffic; the one a fault makes bad), ``steady``
+(steady good traffic throughout) and ``quiet`` (a request every 20 minutes, every third one
+bad: a burn far above any factor, on too few events to pass the min_events gate). The fault's
+edges then say that ``busy`` pages with its label while ``steady`` and ``quiet`` do not.
 """
 
 from __future__ import annotations
@@ -48,12 +54,19 @@ from monitor.slo.windows import (
 )
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+Group = tuple[tuple[str, str], ...]  # a split SLO's grouping labels and their values
 
 _STEADY: Final = 100.0          # events per sample interval
 _THROUGHPUT_MARGIN: Final = 10  # tokens at 10x min_per_second: even a 1-sample slice passes
 _LONGEST_HISTORY: Final = 6 * 3600.0  # good traffic before a fault: the longest page window
 _NO_DATA_AFTER_START: Final = 30 * 60.0
 _LONGEST_RESOLVE: Final = 3600.0  # resolving is shown for short windows up to an hour
+# A split SLO's groups (the value of each of its grouping labels) in every scenario.
+BUSY: Final = "busy"        # steady traffic; a fault makes all of it bad
+STEADY: Final = "steady"    # steady good traffic, never faulted
+QUIET: Final = "quiet"      # one request every _QUIET_EVERY seconds, every _QUIET_BAD-th bad
+_QUIET_EVERY: Final = 20 * 60.0
+_QUIET_BAD: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +101,7 @@ class Edge:
     alertname: str
     window: str
     firing: bool
+    labels: Group = ()  # a split SLO's group: the alert's labels include these
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +195,18 @@ class _Plan:
     zero: tuple[rules.SeriesSelector, ...] = ()
 
 
-def _base(slo: Slo, target_label: str) -> dict[str, str]:
-    return dict(rules.base_matchers(slo, target_label))
+def _base(slo: Slo, target_label: str, group: str = BUSY) -> dict[str, str]:
+    """The labels of the SLO's series: its selector's, and a split SLO's group."""
+    return {**dict(rules.base_matchers(slo, target_label)), **dict(group_labels(slo, group))}
 
 
-def _good(slo: Slo, target_label: str, interval: float) -> _Plan:
-    base, sli = _base(slo, target_label), slo.sli
+def group_labels(slo: Slo, group: str) -> Group:
+    """Each grouping label of ``slo`` set to ``group`` (none for an SLO as a whole)."""
+    return tuple((label, group) for label in slo.grouping)
+
+
+def _good(slo: Slo, target_label: str, interval: float, group: str = BUSY) -> _Plan:
+    base, sli = _base(slo, target_label, group), slo.sli
     if isinstance(sli, LatencySli):
         return _Plan({_key(f"{sli.histogram}_count", base): _STEADY,
                       _key(f"{sli.histogram}_bucket", {**base, "le": rules.latency_le(sli)}):
@@ -204,7 +224,7 @@ def _good(slo: Slo, target_label: str, interval: float) -> _Plan:
                       for c in sli.counters})
     if isinstance(sli, GoodputSli):
         raise ValueError(f"SLO {slo.name}: read from request events, no Prometheus test")
-    return _ratio_good(slo, sli, target_label)
+    return _ratio_good(slo, sli, target_label, group)
 
 
 def _availability_names() -> tuple[str, str]:
@@ -212,20 +232,20 @@ def _availability_names() -> tuple[str, str]:
             schema.get_spec(schema.REQUEST_ERRORS).exposed_name)
 
 
-def _ratio_good(slo: Slo, sli: RatioSli, target_label: str) -> _Plan:
+def _ratio_good(slo: Slo, sli: RatioSli, target_label: str, group: str) -> _Plan:
     """Every counted event good: the good series carry the traffic (inside the total when
     they match it), or the bad series stay at 0."""
-    total, part, inside = _ratio_series(slo, sli, target_label)
+    total, part, inside = _ratio_series(slo, sli, target_label, group)
     if sli.good is not None:
         return _Plan({part: _STEADY, total: 0.0 if inside else _STEADY})
     return _Plan({part: 0.0, total: _STEADY})
 
 
-def _ratio_series(slo: Slo, sli: RatioSli, target_label: str) -> tuple[SeriesKey, SeriesKey,
-                                                                        bool]:
+def _ratio_series(slo: Slo, sli: RatioSli, target_label: str,
+                  group: str) -> tuple[SeriesKey, SeriesKey, bool]:
     """The total series, the good (or bad) series, and whether the latter counts in the
     former."""
-    base = tuple(_base(slo, target_label).items())
+    base = tuple(_base(slo, target_label, group).items())
     total_sel = rules.counter_selector(sli.total, base)
     counted = sli.good if sli.good is not None else sli.bad
     assert counted is not None
@@ -243,11 +263,12 @@ def _rate(good: Mapping[SeriesKey, float], selector: rules.SeriesSelector) -> fl
     return sum(r for key, r in good.items() if selector.matches(*_unkey(key)))
 
 
-def _fault(slo: Slo, target_label: str, good: Mapping[SeriesKey, float]) -> _Plan:
+def _fault(slo: Slo, target_label: str, good: Mapping[SeriesKey, float],
+           group: str = BUSY) -> _Plan:
     """Every event of ``slo`` bad at the same event rate as before (the workbook's step from
     no errors to all errors): errors, requests over every bucket, no tokens. Series matching
     ``zero`` stop; ``rates`` are then set."""
-    base, sli = _base(slo, target_label), slo.sli
+    base, sli = _base(slo, target_label, group), slo.sli
     matched = tuple(base.items())
     if isinstance(sli, LatencySli):
         return _Plan({}, (rules.SeriesSelector(f"{sli.histogram}_bucket", matched),))
@@ -266,14 +287,14 @@ def _fault(slo: Slo, target_label: str, good: Mapping[SeriesKey, float]) -> _Pla
                                for c in sli.counters))
     if isinstance(sli, GoodputSli):
         raise ValueError(f"SLO {slo.name}: read from request events, no Prometheus test")
-    return _ratio_fault(slo, sli, target_label, good)
+    return _ratio_fault(slo, sli, target_label, good, group)
 
 
 def _ratio_fault(slo: Slo, sli: RatioSli, target_label: str,
-                 good: Mapping[SeriesKey, float]) -> _Plan:
-    base = tuple(_base(slo, target_label).items())
+                 good: Mapping[SeriesKey, float], group: str) -> _Plan:
+    base = tuple(_base(slo, target_label, group).items())
     total_sel = rules.counter_selector(sli.total, base)
-    total, part, inside = _ratio_series(slo, sli, target_label)
+    total, part, inside = _ratio_series(slo, sli, target_label, group)
     if sli.good is not None:  # no event good: the good ones' traffic moves to the others
         good_sel = rules.counter_selector(sli.good, base)
         moved = sum(r for key, r in good.items()
@@ -294,18 +315,20 @@ class _Fault:
 
 def _good_world(slos: Sequence[Slo], target_label: str,
                 interval: float) -> dict[SeriesKey, float]:
-    """Increments per sample with every SLO met; a series shared by SLOs gets the most."""
+    """Increments per sample with every SLO met (a split SLO's busy and steady groups); a
+    series shared by SLOs gets the most."""
     good: dict[SeriesKey, float] = {}
     for slo in slos:
-        for key, rate in _good(slo, target_label, interval).rates.items():
-            good[key] = max(good.get(key, 0.0), rate)
+        for group in (BUSY, STEADY) if slo.grouping else (BUSY,):
+            for key, rate in _good(slo, target_label, interval, group).rates.items():
+                good[key] = max(good.get(key, 0.0), rate)
     return good
 
 
-def _changes(slo: Slo, good: Mapping[SeriesKey, float],
-             target_label: str) -> dict[SeriesKey, float]:
-    """The increments a fault of ``slo`` changes, by series."""
-    plan = _fault(slo, target_label, good)
+def _changes(slo: Slo, good: Mapping[SeriesKey, float], target_label: str,
+             group: str = BUSY) -> dict[SeriesKey, float]:
+    """The increments a fault of ``slo`` (of its ``group``, when split) changes, by series."""
+    plan = _fault(slo, target_label, good, group)
     changed = {key: 0.0 for key in good if any(s.matches(*_unkey(key)) for s in plan.zero)}
     changed.update(plan.rates)
     return {key: rate for key, rate in changed.items() if good.get(key) != rate}
@@ -326,6 +349,38 @@ def _world(good: Mapping[SeriesKey, float], samples: int, faults: Sequence[_Faul
             total += rate
             values.append(total)
         world[key] = values
+    return world
+
+
+def _quiet_world(slos: Sequence[Slo], target_label: str, interval: float,
+                 samples: int) -> dict[SeriesKey, list[float]]:
+    """Each split SLO's quiet group: one request every ``_QUIET_EVERY`` seconds, every
+    ``_QUIET_BAD``-th of them bad (one event of the fault's kind), from time 0."""
+    every = max(1, round(_QUIET_EVERY / interval))
+    world: dict[SeriesKey, list[float]] = {}
+    for slo in slos:
+        if not slo.grouping:
+            continue
+        good = _good(slo, target_label, interval, QUIET).rates
+        bad = {**good, **_changes(slo, good, target_label, QUIET)}
+        for key in sorted(good.keys() | bad.keys()):
+            values, total = [0.0], 0.0
+            for step in range(1, samples):
+                request, offset = divmod(step, every)
+                if offset == 0:  # one event: the plans' rates are _STEADY events
+                    plan = bad if request % _QUIET_BAD == 0 else good
+                    total += plan.get(key, 0.0) / _STEADY
+                values.append(total)
+            world.setdefault(key, values)
+    return world
+
+
+def _traffic(slos: Sequence[Slo], target_label: str, interval: float, samples: int,
+             faults: Sequence[_Fault] = ()) -> dict[SeriesKey, list[float]]:
+    """Every series of a scenario: steady traffic with the faults, and the quiet groups."""
+    world = _world(_good_world(slos, target_label, interval), samples, faults, target_label)
+    for key, values in _quiet_world(slos, target_label, interval, samples).items():
+        world.setdefault(key, values)
     return world
 
 
@@ -384,17 +439,43 @@ class _Replay:
         result = result * (extrapolated / sampled)
         return result / (window / 1000) if rate else result
 
-    def _sum(self, terms: Sequence[rules.Term], t: int, window: int,
-             rate: bool = False) -> float | None:
-        total: float | None = None
+    def _term(self, selector: rules.SeriesSelector, t: int, window: int, rate: bool,
+              by: Sequence[str]) -> dict[Group, float]:
+        """``sum by (by) (fn(selector[w]))``: by group, only groups with a value."""
+        sums: dict[Group, float] = {}
+        for (metric, labels), values in sorted(self.world.items()):
+            if not selector.matches(metric, dict(labels)):
+                continue
+            value = self._increase(values, t, window, rate)
+            if value is not None:
+                found = dict(labels)
+                group = tuple((label, found.get(label, "")) for label in by)
+                sums[group] = sums.get(group, 0.0) + value
+        return sums
+
+    def _sum(self, terms: Sequence[rules.Term], t: int, window: int, rate: bool = False,
+             by: Sequence[str] = (), fill: rules.SeriesSelector | None = None
+             ) -> dict[Group, float]:
+        """The terms added up group by group (PromQL's one-to-one matching: a group missing
+        from one term is missing); an optional term is 0 where absent: for the one group of
+        an SLO as a whole (``vector(0)``), or for each group of ``fill`` (the total)."""
+        total: dict[Group, float] | None = None
         for term in terms:
-            parts = [v for values in self._matching(term.selector)
-                     if (v := self._increase(values, t, window, rate)) is not None]
-            value = sum(parts) if parts else (0.0 if term.optional else None)
-            if value is None:
-                return None
-            total = value if total is None else total + term.sign * value
-        return total
+            value = self._term(term.selector, t, window, rate, by)
+            if term.optional and (not by or fill is None):
+                value = value or {(): 0.0}
+            elif term.optional and fill is not None:
+                for group in self._term(fill, t, window, rate, by):
+                    value.setdefault(group, 0.0)
+            total = value if total is None else {
+                g: v + term.sign * value[g] for g, v in total.items() if g in value}
+        return total or {}
+
+    def _events_sum(self, slo: Slo, terms: Sequence[rules.Term], t: int,
+                    window: int) -> dict[Group, float]:
+        queries = self.queries[slo.name]
+        fill = queries.total[0].selector if queries.total else None
+        return self._sum(terms, t, window, by=slo.grouping, fill=fill)
 
     def absent(self, selector: rules.SeriesSelector, t: int, window: int) -> bool:
         for values in self._matching(selector):
@@ -409,10 +490,12 @@ class _Replay:
         t, window = step * self.iv, round(slo.timeslice_seconds * 1000)
         queries = self.queries[slo.name]
         if isinstance(slo.sli, ThroughputSli):
-            rate = self._sum(queries.rate, t, window, rate=True)
+            rate = self._sum(queries.rate, t, window, rate=True).get(())
             return None if rate is None else float(
                 rate >= rules.as_written(slo.sli.min_per_second))
-        bad, total = self._sum(queries.bad, t, window), self._sum(queries.total, t, window)
+        # a sliced SLO is never split (spec.check_grouping): one group, ()
+        bad, total = (self._sum(queries.bad, t, window).get(()),
+                      self._sum(queries.total, t, window).get(()))
         if bad is None or total is None or not total > 0:
             return None
         ratio = 1 - bad / total
@@ -430,45 +513,47 @@ class _Replay:
             recorded.append(self._slice(slo, len(recorded)))
         return [v for v in recorded[first:step + 1] if v is not None]
 
-    def events(self, slo: Slo, step: int, seconds: float) -> float | None:
+    def events(self, slo: Slo, step: int, seconds: float) -> dict[Group, float]:
+        """Events in the window by group (one group, (), for an SLO as a whole)."""
         if slo.budgeting is not Budgeting.OCCURRENCES:
-            return float(len(self._slices_in(slo, step, seconds))) or None
-        return self._sum(self.queries[slo.name].total, step * self.iv, round(seconds * 1000))
+            count = float(len(self._slices_in(slo, step, seconds)))
+            return {(): count} if count else {}
+        return self._events_sum(slo, self.queries[slo.name].total, step * self.iv,
+                                round(seconds * 1000))
 
-    def error_ratio(self, slo: Slo, step: int, seconds: float) -> float | None:
+    def error_ratio(self, slo: Slo, step: int, seconds: float) -> dict[Group, float]:
         if slo.budgeting is not Budgeting.OCCURRENCES:
             values = self._slices_in(slo, step, seconds)
             total = 0.0
             for v in values:
                 total += v
-            return 1 - total / len(values) if values else None
+            return {(): 1 - total / len(values)} if values else {}
         queries, t, window = self.queries[slo.name], step * self.iv, round(seconds * 1000)
-        bad, events = self._sum(queries.bad, t, window), self._sum(queries.total, t, window)
-        if bad is None or events is None or not events > 0:
-            return None
-        return bad / events
+        bad = self._events_sum(slo, queries.bad, t, window)
+        events = self._events_sum(slo, queries.total, t, window)
+        return {g: b / events[g] for g, b in bad.items() if g in events and events[g] > 0}
 
-    def budget_remaining(self, slo: Slo, step: int) -> float | None:
-        ratio = self.error_ratio(slo, step, slo.window.nominal_seconds)
-        return None if ratio is None else 1 - ratio / rules.as_written(slo.error_budget)
+    def budget_remaining(self, slo: Slo, step: int) -> dict[Group, float]:
+        ratios = self.error_ratio(slo, step, slo.window.nominal_seconds)
+        budget = rules.as_written(slo.error_budget)
+        return {g: 1 - ratio / budget for g, ratio in ratios.items()}
 
     # alerts
-    def _burn(self, slo: Slo, step: int, seconds: float) -> float | None:
-        ratio = self.error_ratio(slo, step, seconds)
-        return None if ratio is None else ratio / rules.as_written(slo.error_budget)
+    def _burn(self, slo: Slo, step: int, seconds: float) -> dict[Group, float]:
+        budget = rules.as_written(slo.error_budget)
+        return {g: r / budget for g, r in self.error_ratio(slo, step, seconds).items()}
 
-    def _holds(self, slo: Slo, window: BurnWindow, step: int) -> float | None:
-        """The alert expression's value (the long burn rate) when it holds, else None."""
+    def _holds(self, slo: Slo, window: BurnWindow, step: int) -> dict[Group, float]:
+        """The groups where the alert expression holds, with its value (the long burn)."""
         factor = rules.as_written(window.factor)
         long = self._burn(slo, step, window.long_seconds)
         short = self._burn(slo, step, window.short_seconds)
-        if long is None or short is None or not (long > factor and short > factor):
-            return None
-        if slo.alerting.min_events > 0:
+        held = {g: v for g, v in long.items() if v > factor and short.get(g, -1.0) > factor}
+        if slo.alerting.min_events > 0 and held:
             events = self.events(slo, step, window.long_seconds)
-            if events is None or not events >= slo.alerting.min_events:
-                return None
-        return long
+            held = {g: v for g, v in held.items()
+                    if events.get(g, -1.0) >= slo.alerting.min_events}
+        return held
 
     def burn_alert_names(self) -> list[str]:
         return sorted({burn_alert(slo, w).name for slo in self.slos
@@ -481,37 +566,43 @@ class _Replay:
                 author = burn_alert(slo, window)
                 if author.name != name:
                     continue
-                value = self._holds(slo, window, step)
-                if value is None or not self._held_for(slo, window, step):
-                    continue
-                alerts.append(ExpectedAlert(
-                    alert_labels(slo, window.severity.value, window.name, author.labels),
-                    {**self._annotations(slo, window, step, value), **author.annotations}))
+                for group, value in sorted(self._holds(slo, window, step).items()):
+                    if not self._held_for(slo, window, step, group):
+                        continue
+                    labels = {**alert_labels(slo, window.severity.value, window.name,
+                                             author.labels),
+                              **{k: v for k, v in group if v}}  # the series' own labels
+                    alerts.append(ExpectedAlert(
+                        dict(sorted(labels.items())),
+                        {**self._annotations(slo, window, step, value, group),
+                         **author.annotations}))
         return alerts
 
-    def _held_for(self, slo: Slo, window: BurnWindow, step: int) -> bool:
+    def _held_for(self, slo: Slo, window: BurnWindow, step: int, group: Group) -> bool:
         """Pending long enough: the condition held at every evaluation since ``for`` ago."""
         if window.for_seconds <= 0:
             return True
         since = (step * self.iv - round(window.for_seconds * 1000)) // self.iv
-        return since >= 0 and all(self._holds(slo, window, s) is not None
+        return since >= 0 and all(group in self._holds(slo, window, s)
                                   for s in range(since, step))
 
-    def _annotations(self, slo: Slo, window: BurnWindow, step: int,
-                     value: float) -> dict[str, str]:
+    def _annotations(self, slo: Slo, window: BurnWindow, step: int, value: float,
+                     group: Group) -> dict[str, str]:
         rendered = dict(rules.burn_annotations(slo, window))
-        rendered["summary"] = rendered["summary"].replace(
-            '{{ printf "%.1f" $value }}', _go_float(value, 1))
+        summary = rendered["summary"].replace('{{ printf "%.1f" $value }}', _go_float(value, 1))
+        for label, label_value in group:
+            summary = summary.replace(f"{{{{ $labels.{label} }}}}", label_value)
+        rendered["summary"] = summary
         rendered["burn_rate"] = _go_float(value, 2)
-        remaining = self.budget_remaining(slo, step)
+        remaining = self.budget_remaining(slo, step).get(group)
         rendered["budget_remaining"] = ("unknown" if remaining is None
                                         else _go_float(remaining * 100, 4, "g") + "%")
-        rendered["time_to_exhaustion"] = self._exhaustion(slo, step, remaining)
+        rendered["time_to_exhaustion"] = self._exhaustion(slo, step, remaining, group)
         return rendered
 
-    def _exhaustion(self, slo: Slo, step: int, remaining: float | None) -> str:
+    def _exhaustion(self, slo: Slo, step: int, remaining: float | None, group: Group) -> str:
         seconds = rules.exhaustion_window(slo)
-        ratio = None if seconds is None else self.error_ratio(slo, step, seconds)
+        ratio = None if seconds is None else self.error_ratio(slo, step, seconds).get(group)
         if remaining is None or ratio is None:
             return "unknown"
         hours = _go_div(remaining * rules.as_written(slo.window.nominal_seconds / 3600),
@@ -552,17 +643,21 @@ def _test(name: str, replay: _Replay, world: Mapping[SeriesKey, list[float]],
 def clean_scenario(slos: Sequence[Slo], interval: float, target_label: str) -> Scenario:
     """Steady good traffic for 3 hours: no alert at any time."""
     end = _steps(3 * 3600, interval)
-    world = _world(_good_world(slos, target_label, interval), end + 1, (), target_label)
+    world = _traffic(slos, target_label, interval, end + 1)
     replay = _Replay(slos, world, interval, target_label)
     steps = [_steps(s, interval) for s in (1800, 3600, 7200, 3 * 3600)]
-    return Scenario(_test("clean: steady good traffic", replay, world, interval, steps))
+    steps += _quiet_bad_steps(slos, interval, 0, end)
+    name = "clean: steady good traffic"
+    if any(slo.grouping for slo in slos):
+        name += f" (and each split SLO's {QUIET} group: every {_QUIET_BAD}rd request bad)"
+    return Scenario(_test(name, replay, world, interval, steps))
 
 
 def no_data_scenario(slos: Sequence[Slo], interval: float, target_label: str) -> Scenario:
     """Good traffic, then every series stops: each SLO's no-data alert fires once its
     no_data_after has passed without a sample, not before."""
     last = _steps(_NO_DATA_AFTER_START, interval)
-    world = _world(_good_world(slos, target_label, interval), last + 1, (), target_label)
+    world = _traffic(slos, target_label, interval, last + 1)
     replay = _Replay(slos, world, interval, target_label)
     edges = []
     for slo in slos:
@@ -607,15 +702,43 @@ def _timing(slo: Slo, start: int, interval: float) -> _Timing:
     resolves = {w: _steps(max(w.short_seconds, lag) + lag, interval) + 1 for w in windows
                 if w.short_seconds <= _LONGEST_RESOLVE}
     edges = []
+    busy = group_labels(slo, BUSY)
     for w in windows:
         name = burn_alert(slo, w).name
-        edges += [Edge((start + quiet[w]) * interval, slo.name, name, w.name, False),
-                  Edge((start + fires[w]) * interval, slo.name, name, w.name, True)]
+        edges += [Edge((start + quiet[w]) * interval, slo.name, name, w.name, False, busy),
+                  Edge((start + fires[w]) * interval, slo.name, name, w.name, True, busy)]
+        if slo.grouping:  # the steady group, healthy while the busy one pages, does not
+            edges.append(Edge((start + fires[w]) * interval, slo.name, name, w.name, False,
+                              group_labels(slo, STEADY)))
         if w in resolves:
             edges.append(Edge((stop + resolves[w]) * interval, slo.name, name, w.name,
-                              False))
-    return _Timing(_Fault(slo, start, stop), tuple(edges), stop + max(resolves.values(),
-                                                                          default=1))
+                              False, busy))
+    end = stop + max(resolves.values(), default=1)
+    return _Timing(_Fault(slo, start, stop), tuple(edges + _quiet_edges(slo, interval, end)),
+                   end)
+
+
+def _quiet_bad_steps(slos: Sequence[Slo], interval: float, first: int, last: int) -> list[int]:
+    """The evaluations just after a quiet group's bad request, in [first, last]: its short
+    windows hold it, its long ones a third of bad events."""
+    if not any(slo.grouping for slo in slos):
+        return []
+    every = max(1, round(_QUIET_EVERY / interval))
+    return [step for step in range(every * _QUIET_BAD + 1, last + 1, every * _QUIET_BAD)
+            if step >= first]
+
+
+def _quiet_edges(slo: Slo, interval: float, end: int) -> list[Edge]:
+    """The quiet group stays quiet after each bad request, on every window whose long window
+    holds fewer of its events than the min_events gate (the rest are not predicted here)."""
+    if not slo.grouping:
+        return []
+    per_second = 1 / _QUIET_EVERY
+    gated = [w for w in _asserted_windows(slo)
+             if math.ceil(w.long_seconds * per_second) + 1 < slo.alerting.min_events]
+    return [Edge(step * interval, slo.name, burn_alert(slo, w).name, w.name, False,
+                 group_labels(slo, QUIET))
+            for step in _quiet_bad_steps([slo], interval, 0, end) for w in gated]
 
 
 def _history(slos: Sequence[Slo], interval: float) -> int:
@@ -631,9 +754,8 @@ def fault_scenario(slos: Sequence[Slo], faulted: Sequence[Slo], interval: float,
     other's series) bad until their alerts fire, then good again until they resolve."""
     start = _history(faulted, interval)
     timings = [_timing(slo, start, interval) for slo in faulted]
-    good = _good_world(slos, target_label, interval)
-    world = _world(good, max(t.end for t in timings) + 1, [t.fault for t in timings],
-                   target_label)
+    world = _traffic(slos, target_label, interval, max(t.end for t in timings) + 1,
+                     [t.fault for t in timings])
     replay = _Replay(slos, world, interval, target_label)
     edges = tuple(e for t in timings for e in t.edges)
     steps = [start // 2, start] + [round(e.seconds / interval) for e in edges]

@@ -257,6 +257,18 @@ def select_series(conn: Connection, metric: str, kind: SeriesKind,
     return series
 
 
+def series_label_values(store: Store, metric: str, label: str,
+                        where: Mapping[str, str] | None = None) -> list[str]:
+    """The values of ``label`` among the stored series of ``metric`` (an exposed name) whose
+    labels include ``where``, sorted; a series without the label is left out."""
+    with read_connection(store.engine) as conn:
+        found = conn.execute(select(Series.labels).where(Series.name == metric))
+        values = {labels[label] for labels, in found
+                  if label in (labels or {})
+                  and all(labels.get(k) == v for k, v in (where or {}).items())}
+    return sorted(values)
+
+
 def _prepare(conn: Connection, selector: Selector, metric: str, kind: SeriesKind,
              steps: StepGrid, where: Mapping[str, str] | None = None
              ) -> tuple[dict[int, str], dict[int, SeriesKey], list[Piece]]:

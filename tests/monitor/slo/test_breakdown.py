@@ -104,3 +104,31 @@ def test_the_evaluator_pages_per_tenant_from_the_gateway_counters(
     assert (paging["quiet"] != []) is quiet_pages
     events = {s.name.split("=")[1]: s.events for s in statuses}
     assert events == {"busy": 200, "quiet": 5, "fine": 200}
+
+
+def test_a_split_counter_slo_per_tenant_as_found_in_the_stored_series(store: Store) -> None:
+    """The checked-in per-tenant SLO (a ratio SLI over the gateway's counters, grouping:
+    [tenant], the default gate of 100 events) is accepted by the evaluator as a whole, and
+    judged per tenant from the tenants of the stored series: busy pages with its label, quiet
+    (below the gate) is not judged, fine is fine; a tenant with no events in the period is not
+    listed."""
+    from monitor.slo.loaders import load_slos
+    from tests.monitor.slo.test_rules import ROOT
+
+    (slo,) = load_slos(ROOT / "alerts" / "slos" / "gateway-tenants.yaml")
+    old = NOW - 40 * 86400  # a tenant seen before this 30-day period only
+    store.write([gateway_scrape(old - 15 * k, {"gone": (10, 10)}) for k in range(2)])
+    store.write([gateway_scrape(NOW - 300 + 15 * k, {
+        "busy": (10, 5), "quiet": (1, 0) if k % 4 == 0 else (0, 0), "fine": (10, 10)})
+        for k in range(1, 21)])
+    (whole,) = SloEvaluator([slo], StoreSliSource(store), settle_seconds=0).tick(NOW)
+    assert whole.events == 405 and whole.error is None  # the SLO as a whole: every tenant
+    found = {g.value: g for g in slo_by_group(store, slo, "tenant", NOW)}
+    assert sorted(found) == ["busy", "fine", "quiet"]
+    busy, quiet, fine = found["busy"], found["quiet"], found["fine"]
+    assert busy.judged and busy.paging and busy.status.events == 200
+    page = next(c for c in busy.status.conditions if c.active)
+    assert page.labels["tenant"] == "busy"
+    assert page.labels["slo"] == "gateway-goodput-per-tenant/tenant=busy"
+    assert quiet.status.events == 5 and not quiet.judged and not quiet.paging  # 5 < 100
+    assert fine.judged and not fine.paging

@@ -282,6 +282,7 @@ def test_scenarios_show_the_workbook_detection_times() -> None:
         expected = {(t, name): alerts for t, name, alerts in scenario.test.alert_rule_tests}
         for edge in scenario.edges:
             firing = any(a.labels["slo"] == edge.slo and a.labels["window"] == edge.window
+                         and all(a.labels.get(k) == v for k, v in edge.labels)
                          for a in expected[(edge.seconds, edge.alertname)])
             assert firing == edge.firing, (scenario.test.name, edge)
             checked.add((edge.slo, edge.alertname, edge.firing))
