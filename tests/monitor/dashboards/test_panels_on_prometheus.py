@@ -3,7 +3,8 @@
 The stack: the reference server (tiny model) under load, half its requests failed by fault
 injection for a while (errors by type, burn rates, a firing alert); `inferwatch bridge` in
 front of a DCGM page (GPU panels) and of vLLM's recorded page (a second engine and model);
-Prometheus scraping all three every second with alerts/inferwatch-slo.rules.yml loaded. Each
+the load sent through `inferwatch gateway` (its good/total counters feed the per-tenant SLO);
+Prometheus scraping all four every second with alerts/inferwatch-slo.rules.yml loaded. Each
 target is then run as Grafana would run it (variables substituted, range or instant) and
 must give at least one series with a finite value.
 """
@@ -19,11 +20,14 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from monitor.demo import reference_server
+from monitor.gateway import Gateway, GatewayConfig
 from monitor.loadgen import LengthDist, WorkloadSpec, send_requests
 from monitor.slo.loaders import load_slos
 from monitor.slo.windows import BURN_ALERT
+from tests.asgi_thread import serving
 from tests.exporters.engine_fixtures import read_fixture
 from tests.monitor.prometheus_fixture import RunningPrometheus, prometheus_binary
 
@@ -130,14 +134,17 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(tmp_path: Path) -
     with reference_server(server_args, startup_timeout=90) as url, \
             static_pages(pages) as static, \
             running_bridge(f"{static}/dcgm", "dcgm") as dcgm, \
-            running_bridge(f"{static}/vllm", "vllm") as vllm:
+            running_bridge(f"{static}/vllm", "vllm") as vllm, \
+            serving(Gateway(GatewayConfig(url, b"dashboards-test-salt"),
+                            CollectorRegistry())) as gateway:
         jobs = {"reference": url.removeprefix("http://"), "dcgm": dcgm, "vllm": vllm,
-                "monitor": static.removeprefix("http://")}
+                "monitor": static.removeprefix("http://"),
+                "gateway": gateway.removeprefix("http://")}
         with prometheus_with_rules(tmp_path, jobs, rules) as prometheus:
             start = time.time()
             httpx.post(f"{url}/admin/faults", json=FAULT, timeout=10,
                        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).raise_for_status()
-            load = threading.Thread(target=_load, args=(url,))
+            load = threading.Thread(target=_load, args=(gateway,))
             load.start()
             load.join(120)
             assert not load.is_alive(), "the load did not finish in 120 s"

@@ -367,7 +367,9 @@ def test_the_example_files_load_with_unique_names() -> None:
     slos = by_name(load_slos(EXAMPLES))
     assert len(slos) == len(load_slos(EXAMPLES / "inference.yaml")) + len(
         load_slos(EXAMPLES / "openslo-example.yaml")) + len(
-        load_slos(EXAMPLES / "sloth-example.yaml"))
+        load_slos(EXAMPLES / "sloth-example.yaml")) + len(
+        load_slos(EXAMPLES / "gateway-tenants.yaml"))
+    assert slos["gateway-goodput-per-tenant"].grouping == ("tenant",)
     assert slos["chat-ttft"].sli == LatencySli(metric="ttft", threshold_seconds=0.2)
     assert slos["chat-ttft"].window.duration_seconds == 30 * DAY
     assert slos["chat-availability"].sli == AvailabilitySli(
