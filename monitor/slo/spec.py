@@ -306,7 +306,8 @@ class ExplicitWindow(_Model):
 class Alerting(_Model):
     page: bool = True
     ticket: bool = True
-    # Fewer events than this in a long window cannot fire its alert (low traffic).
+    # Fewer events than this in a long window cannot fire its alert (low traffic); an SLO
+    # split by ``grouping`` counts one group's events and defaults to 100 (Slo._grouping).
     min_events: int = Field(default=0, ge=0)
     # No data for this long is the NoData state and, once it lasts, its own ticket.
     no_data_after_seconds: float = 900.0
