@@ -315,7 +315,9 @@ SCHEMA: Final[tuple[MetricSpec, ...]] = ENGINE_SPECS + GPU_SPECS
 
 # --- the gateway's own page (`inferwatch gateway`): per-request events judged at the edge ---
 # Not part of SCHEMA (engine and GPU pages, which adapters map onto): the gateway measures
-# what the client sees, so its latencies are not the engine's and keep their own names.
+# what the client sees, so its latencies are not the engine's and keep their own names on
+# /metrics. Its OTLP metrics push (monitor/gateway/otlp_metrics.py) uses the OTel names: there
+# the gateway is the gen_ai server its clients talk to.
 GATEWAY_REQUESTS: Final = "inferwatch_gateway_requests"
 GATEWAY_GOOD_REQUESTS: Final = "inferwatch_gateway_good_requests"
 GATEWAY_PROMPT_TOKENS: Final = "inferwatch_gateway_prompt_tokens"
@@ -351,7 +353,7 @@ GATEWAY_SPECS: Final[tuple[MetricSpec, ...]] = (
     _histogram(GATEWAY_TIME_TO_FIRST_TOKEN, "seconds",
                "Time from the request's arrival at the gateway to the first token of any kind "
                "(reasoning included); non-streaming: to the response", _GATEWAY_LATENCY,
-               SLO_CLASS),
+               SLO_CLASS, otel_name="gen_ai.server.time_to_first_token"),
     _histogram(GATEWAY_TIME_TO_FIRST_CONTENT_TOKEN, "seconds",
                "Time from the request's arrival at the gateway to the first content token "
                "(after a reasoning model's reasoning), streaming requests", _GATEWAY_LATENCY,
@@ -361,10 +363,11 @@ GATEWAY_SPECS: Final[tuple[MetricSpec, ...]] = (
                _GATEWAY_LATENCY, SLO_CLASS),
     _histogram(GATEWAY_TIME_PER_OUTPUT_TOKEN, "seconds",
                "(e2e - ttft) / (output tokens - 1) of each streamed request with 2+ tokens",
-               _GATEWAY_LATENCY, SLO_CLASS),
+               _GATEWAY_LATENCY, SLO_CLASS, otel_name="gen_ai.server.time_per_output_token"),
     _histogram(GATEWAY_REQUEST_DURATION, "seconds",
                "Time from the request's arrival at the gateway to the last byte forwarded, "
-               "any outcome", _LONG_LATENCY, SLO_CLASS),
+               "any outcome", _LONG_LATENCY, SLO_CLASS,
+               otel_name="gen_ai.server.request.duration"),
 )
 # The engine metrics the in-process instrumentation builds (the reference server's page).
 IN_PROCESS_ENGINE_SPECS: Final[tuple[MetricSpec, ...]] = tuple(

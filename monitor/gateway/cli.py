@@ -6,25 +6,33 @@ import argparse
 import logging
 import os
 import secrets
-from functools import partial
 import sys
-from typing import Final
+from collections.abc import Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Final
 
 import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from exporters.sockets import bind_socket
-from monitor.gateway.config import GatewayConfig
+from monitor.gateway.config import GatewayConfig, OtlpMetricsConfig
 from monitor.gateway.judge import SloConfigError, load_slo_classes
 from monitor.gateway.proxy import Gateway
 from monitor.gateway.store_sink import StoreSink
 from monitor.store import Store, open_store
 from monitor.store.request_events import write_request_events
 
+if TYPE_CHECKING:
+    from monitor.gateway.otlp_metrics import OtlpMetricsExport
+
 log = logging.getLogger(__name__)
 
 SALT_ENV: Final = "INFERWATCH_GATEWAY_SALT"
+# OpenTelemetry's standard variables, read where the flags are not given.
+OTLP_ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+OTLP_INTERVAL_ENV: Final = "OTEL_METRIC_EXPORT_INTERVAL"  # milliseconds
+OTLP_TEMPORALITY_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,6 +52,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, metavar="URL",
                    help="also keep every request as an event in this store (sqlite:///path or "
                         "postgresql+psycopg://...), for exact percentiles and goodput")
+    otlp = p.add_argument_group(
+        "OTLP metrics push", "the gen_ai.server.* histograms and token/request counters, "
+        "pushed over OTLP/HTTP protobuf as well as served on /metrics (needs the otlp extra)")
+    otlp.add_argument("--otlp-metrics-endpoint", default=None, metavar="URL",
+                      help="the collector's full metrics URL, e.g. "
+                           f"http://127.0.0.1:4318/v1/metrics (default: ${OTLP_ENDPOINT_ENV}; "
+                           "neither: no push)")
+    otlp.add_argument("--otlp-metrics-interval", type=float, default=None, metavar="S",
+                      help=f"seconds between pushes (default: ${OTLP_INTERVAL_ENV} in ms, or 60)")
+    otlp.add_argument("--otlp-metrics-timeout", type=float, default=10.0, metavar="S",
+                      help="seconds one push may take, retries included")
+    otlp.add_argument("--otlp-metrics-temporality", choices=("cumulative", "delta"),
+                      default=None, help=f"default: ${OTLP_TEMPORALITY_ENV}, or cumulative")
 
 
 def config_from_args(args: argparse.Namespace) -> GatewayConfig:
@@ -56,7 +77,35 @@ def config_from_args(args: argparse.Namespace) -> GatewayConfig:
     return GatewayConfig(upstream=args.upstream, tenant_salt=salt.encode(),
                          timeout_seconds=args.timeout, max_tenants=args.max_tenants,
                          tenant_header=args.tenant_header,
-                         slo_classes=load_slo_classes(args.slo_classes))
+                         slo_classes=load_slo_classes(args.slo_classes),
+                         otlp_metrics=otlp_metrics_config(args, os.environ))
+
+
+def otlp_metrics_config(args: argparse.Namespace, env: Mapping[str, str]
+                        ) -> OtlpMetricsConfig | None:
+    """The push's config from the flags, else OpenTelemetry's variables; None: no push."""
+    endpoint = args.otlp_metrics_endpoint or env.get(OTLP_ENDPOINT_ENV)
+    if not endpoint:
+        return None
+    interval = args.otlp_metrics_interval
+    if interval is None:
+        interval = _env_milliseconds(env, OTLP_INTERVAL_ENV, 60_000) / 1000
+    temporality = args.otlp_metrics_temporality or env.get(OTLP_TEMPORALITY_ENV, "cumulative")
+    temporality = temporality.strip().lower()
+    # lowmemory is delta for counters and histograms, the only kinds pushed here
+    return OtlpMetricsConfig(endpoint=endpoint, interval_seconds=interval,
+                             timeout_seconds=args.otlp_metrics_timeout,
+                             temporality="delta" if temporality == "lowmemory" else temporality)
+
+
+def _env_milliseconds(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name)
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"${name}={value!r} is not a number of milliseconds") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,12 +123,34 @@ def run(args: argparse.Namespace) -> int:
         return 1
     sink = None if store is None else StoreSink(
         partial(write_request_events, store.engine), registry)
-    gateway = Gateway(config, registry, sinks=[] if sink is None else [sink])
+    try:
+        otlp = _otlp_export(config, registry)
+    except ImportError as exc:
+        log.debug("OTLP metrics push unavailable: %s", exc)
+        print("inferwatch gateway: the OTLP metrics push needs opentelemetry-sdk and "
+              "opentelemetry-exporter-otlp-proto-http; install inferwatch[otlp] "
+              "(pip install 'inferwatch[otlp]')", file=sys.stderr)
+        if store is not None:
+            store.close()
+        return 2
+    gateway = Gateway(config, registry, sinks=[] if sink is None else [sink],
+                      mirrors=[] if otlp is None else [otlp])
     try:
         return _serve(args, gateway, sink)
     finally:
+        if otlp is not None:
+            otlp.close()  # a last push, bounded by its timeout
         if store is not None:
             store.close()
+
+
+def _otlp_export(config: GatewayConfig, registry: CollectorRegistry
+                 ) -> OtlpMetricsExport | None:
+    if config.otlp_metrics is None:
+        return None
+    from monitor.gateway.otlp_metrics import OtlpMetricsExport  # the optional extra
+
+    return OtlpMetricsExport(config.otlp_metrics, registry, config.upstream)
 
 
 def _open_store(url: str | None) -> Store | None:
@@ -102,6 +173,9 @@ def _serve(args: argparse.Namespace, gateway: Gateway, sink: StoreSink | None) -
     print(f"gateway: http://{host}:{port} -> {config.upstream} (its own /metrics at "
           f"http://{host}:{port}/metrics, OTLP/HTTP traces at http://{host}:{port}/v1/traces)",
           flush=True)
+    if (otlp := config.otlp_metrics) is not None:
+        print(f"gateway: OTLP metrics pushed to {otlp.endpoint} every "
+              f"{otlp.interval_seconds:g} s ({otlp.temporality})", flush=True)
     uv = uvicorn.Server(uvicorn.Config(gateway, log_level="warning", access_log=False))
     if sink is not None:
         sink.start()

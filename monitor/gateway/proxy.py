@@ -27,7 +27,7 @@ from starlette.types import Message, Receive, Scope, Send
 from monitor.gateway.config import GatewayConfig
 from monitor.gateway.events import EventSink, RequestEvent
 from monitor.gateway.measure import RequestTiming, StreamMeter
-from monitor.gateway.metrics import GatewayMetrics
+from monitor.gateway.metrics import GatewayMetrics, MetricsMirror
 from monitor.gateway.otlp_receiver import TRACES_PATH, OtlpReceiver
 from monitor.gateway.tenants import TenantBudget, TenantIdentifier
 
@@ -54,13 +54,15 @@ class UpstreamFailure(Exception):
 
 
 class Gateway:
-    """The ASGI app. ``sinks`` get each finished request's event after it is counted."""
+    """The ASGI app. ``sinks`` get each finished request's event after it is counted;
+    ``mirrors`` (the OTLP metrics push) record what /metrics records."""
 
     def __init__(self, config: GatewayConfig, registry: CollectorRegistry,
-                 sinks: Sequence[EventSink] = ()) -> None:
+                 sinks: Sequence[EventSink] = (), mirrors: Sequence[MetricsMirror] = ()
+                 ) -> None:
         self.config = config
         self.registry = registry
-        self.metrics = GatewayMetrics(registry, TenantBudget(config.max_tenants))
+        self.metrics = GatewayMetrics(registry, TenantBudget(config.max_tenants), mirrors)
         self.identify = TenantIdentifier(config.tenant_salt, config.tenant_header)
         self.sinks = list(sinks)
         self.otlp = OtlpReceiver(registry, config.slo_classes, self._finish)

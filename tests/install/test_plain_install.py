@@ -152,3 +152,13 @@ def test_server_commands_say_to_install_the_server_extra(installed: Installed,
     assert proc.stderr.splitlines() == [
         f"inferwatch {command}: torch, safetensors, tokenizers not installed; "
         "install inferwatch[server] (pip install 'inferwatch[server]')"]
+
+
+def test_the_gateway_s_otlp_push_says_to_install_the_otlp_extra(installed: Installed) -> None:
+    proc = inferwatch(installed.venv, "gateway", "--upstream", "http://127.0.0.1:9",
+                      "--otlp-metrics-endpoint", "http://127.0.0.1:9/v1/metrics")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        "inferwatch gateway: the OTLP metrics push needs opentelemetry-sdk and "
+        "opentelemetry-exporter-otlp-proto-http; install inferwatch[otlp] "
+        "(pip install 'inferwatch[otlp]')")

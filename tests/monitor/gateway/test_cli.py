@@ -8,14 +8,19 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import main
-from monitor.gateway.cli import add_arguments, config_from_args
+from monitor.gateway.cli import add_arguments, config_from_args, otlp_metrics_config
+from monitor.gateway.config import OtlpMetricsConfig
 
 
 @pytest.mark.parametrize("args", [
     ["--upstream", "ftp://engine:21"],
     ["--upstream", "http://127.0.0.1:8000", "--timeout", "0"],
     ["--upstream", "http://127.0.0.1:8000", "--slo-classes", "/nonexistent/classes.yaml"],
-], ids=["not-http", "zero-timeout", "missing-classes-file"])
+    ["--upstream", "http://127.0.0.1:8000", "--otlp-metrics-endpoint", "collector:4318"],
+    ["--upstream", "http://127.0.0.1:8000", "--otlp-metrics-endpoint", "http://c:4318/v1/metrics",
+     "--otlp-metrics-interval", "0"],
+], ids=["not-http", "zero-timeout", "missing-classes-file", "otlp-endpoint-not-a-url",
+        "otlp-zero-interval"])
 def test_a_bad_configuration_exits_2_saying_why(args: list[str],
                                                 capsys: pytest.CaptureFixture[str]):
     assert main(["gateway", *args]) == 2
@@ -37,3 +42,29 @@ def test_a_store_it_cannot_open_exits_1_before_listening(capsys: pytest.CaptureF
     assert main(["gateway", "--upstream", "http://127.0.0.1:8000",
                  "--store", "mysql://u@h/db"]) == 1
     assert capsys.readouterr().err.startswith("inferwatch gateway: cannot open the store: ")
+
+
+def _otlp(argv: list[str], env: dict[str, str]) -> OtlpMetricsConfig | None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return otlp_metrics_config(parser.parse_args(["--upstream", "http://h:1", *argv]), env)
+
+
+def test_the_otlp_push_is_off_unless_a_flag_or_opentelemetry_s_variable_names_an_endpoint():
+    assert _otlp([], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}) is None
+    url = "http://c:4318/v1/metrics"
+    assert _otlp([], {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": url,
+                      "OTEL_METRIC_EXPORT_INTERVAL": "15000",
+                      "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "LowMemory"}
+                 ) == OtlpMetricsConfig(url, interval_seconds=15.0, temporality="delta")
+    assert _otlp(["--otlp-metrics-endpoint", "https://other/v1/metrics",
+                  "--otlp-metrics-interval", "5", "--otlp-metrics-temporality", "cumulative"],
+                 {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": url,
+                  "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta"}
+                 ) == OtlpMetricsConfig("https://other/v1/metrics", interval_seconds=5.0)
+
+
+def test_a_bad_opentelemetry_variable_is_named_in_the_error():
+    with pytest.raises(ValueError, match="OTEL_METRIC_EXPORT_INTERVAL"):
+        _otlp([], {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics",
+                   "OTEL_METRIC_EXPORT_INTERVAL": "5s"})
