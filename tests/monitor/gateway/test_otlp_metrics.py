@@ -34,7 +34,7 @@ from monitor.gateway.otlp_metrics import (
     TOKEN_USAGE,
     OtlpMetricsExport,
 )
-from tests.monitor.gateway.collector import Collector, attributes, collecting
+from tests.monitor.gateway.collector import attributes, collecting
 from tests.monitor.gateway.conftest import Through
 from tests.monitor.gateway.test_proxy import CHAT, chat_body
 
