@@ -36,6 +36,7 @@ from monitor.gateway.otlp_metrics import (
 )
 from tests.monitor.gateway.collector import attributes, collecting
 from tests.monitor.gateway.conftest import Through
+from tests.monitor.gateway.test_otlp import llm_span, payload, post
 from tests.monitor.gateway.test_proxy import CHAT, chat_body
 
 EXPORTS = "inferwatch_gateway_otlp_metrics_exports_total"
@@ -184,3 +185,15 @@ def test_a_collector_down_or_hanging_is_counted_and_never_slows_the_proxy(
     assert collector.received == []
     assert through.sample("inferwatch_gateway_requests_total", model="tiny",
                           tenant="anonymous", slo_class="interactive", outcome="ok") == 3
+
+
+def test_a_span_taken_on_v1_traces_is_pushed_without_the_proxy_s_server_attributes(
+        through: Through):
+    body = payload(llm_span(ttft=0.1, e2e=0.5), service__name="engine-b").SerializeToString()
+    with collecting() as collector, pushing(through, collector.url) as export:
+        assert post(through, body).status_code == 200
+        through.wait_events(1)
+        assert export.force_flush()
+    found = points(collector.received[-1:], "gen_ai.server.time_to_first_token")
+    assert [(attrs, p.count, p.sum) for attrs, p in found] == [
+        ({MODEL: "engine-b", SLO_CLASS: "interactive"}, 1, pytest.approx(0.1))]
