@@ -16,7 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from exporters.sockets import bind_socket
-from monitor.gateway.config import GatewayConfig, OtlpMetricsConfig
+from monitor.gateway.config import TEMPORALITIES, GatewayConfig, OtlpMetricsConfig
 from monitor.gateway.judge import SloConfigError, load_slo_classes
 from monitor.gateway.proxy import Gateway
 from monitor.gateway.store_sink import StoreSink
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help=f"seconds between pushes (default: ${OTLP_INTERVAL_ENV} in ms, or 60)")
     otlp.add_argument("--otlp-metrics-timeout", type=float, default=10.0, metavar="S",
                       help="seconds one push may take, retries included")
-    otlp.add_argument("--otlp-metrics-temporality", choices=("cumulative", "delta"),
+    otlp.add_argument("--otlp-metrics-temporality", choices=TEMPORALITIES,
                       default=None, help=f"default: ${OTLP_TEMPORALITY_ENV}, or cumulative")
 
 
@@ -90,12 +90,16 @@ def otlp_metrics_config(args: argparse.Namespace, env: Mapping[str, str]
     interval = args.otlp_metrics_interval
     if interval is None:
         interval = _env_milliseconds(env, OTLP_INTERVAL_ENV, 60_000) / 1000
-    temporality = args.otlp_metrics_temporality or env.get(OTLP_TEMPORALITY_ENV, "cumulative")
-    temporality = temporality.strip().lower()
-    # lowmemory is delta for counters and histograms, the only kinds pushed here
+    temporality = args.otlp_metrics_temporality
+    if temporality is None:
+        preference = env.get(OTLP_TEMPORALITY_ENV, "cumulative").strip().lower()
+        # lowmemory is delta for counters and histograms, the only kinds pushed here
+        temporality = "delta" if preference == "lowmemory" else preference
+        if temporality not in TEMPORALITIES:
+            raise ValueError(f"${OTLP_TEMPORALITY_ENV}={preference!r}: expected cumulative, "
+                             "delta or lowmemory")
     return OtlpMetricsConfig(endpoint=endpoint, interval_seconds=interval,
-                             timeout_seconds=args.otlp_metrics_timeout,
-                             temporality="delta" if temporality == "lowmemory" else temporality)
+                             timeout_seconds=args.otlp_metrics_timeout, temporality=temporality)
 
 
 def _env_milliseconds(env: Mapping[str, str], name: str, default: float) -> float:

@@ -64,7 +64,11 @@ def test_the_otlp_push_is_off_unless_a_flag_or_opentelemetry_s_variable_names_an
                  ) == OtlpMetricsConfig("https://other/v1/metrics", interval_seconds=5.0)
 
 
-def test_a_bad_opentelemetry_variable_is_named_in_the_error():
-    with pytest.raises(ValueError, match="OTEL_METRIC_EXPORT_INTERVAL"):
+@pytest.mark.parametrize(("name", "value"), [
+    ("OTEL_METRIC_EXPORT_INTERVAL", "5s"),
+    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sometimes"),
+], ids=["interval", "temporality"])
+def test_a_bad_opentelemetry_variable_is_named_in_the_error(name: str, value: str):
+    with pytest.raises(ValueError, match=name):
         _otlp([], {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics",
-                   "OTEL_METRIC_EXPORT_INTERVAL": "5s"})
+                   name: value})
