@@ -1,30 +1,28 @@
 """`inferwatch collect`: scrape the targets of inferwatch.yaml into the store until stopped,
 and evaluate its SLOs and anomalies, alerting through Alertmanager.
 
-The collector, store and alerting of the monitor without the API (that is `inferwatch serve`,
-monitor/service/cli.py): edits of the targets are applied without a restart, SIGHUP reloads
-the config and its SLO files as `serve` does (monitor/service/reload.py); Ctrl-C or SIGTERM
-stops it after writing what is queued.
+`inferwatch serve` without the API (monitor/service/process.py runs both): edits of the
+targets are applied without a restart, SIGHUP reloads the config and its SLO files as `serve`
+does (monitor/service/reload.py); Ctrl-C or SIGTERM stops it after writing what is queued.
+On PostgreSQL it is a replica like `serve`'s, in the same election (monitor/service/
+leader.py): of any number of `collect` and `serve` processes on one store, one is active and
+alone scrapes, evaluates and sends; the others stand by and take over within a poll.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 from pathlib import Path
 
-from monitor.collect.collector import Collector, follow_config
 from monitor.collect.config import ConfigError, ConfigWatcher
-from monitor.collect.recorder import StoreRecorder
-from monitor.service.evaluation import evaluation_loop
-from monitor.service.reload import LiveConfig, SloFiles
+from monitor.service.process import MonitorService, ServeSettings
+from monitor.service.reload import SloFiles
 from monitor.slo.loaders import SloFileError
-from monitor.store import open_store
-
-logger = logging.getLogger(__name__)
+from monitor.store import open_store, shown_url
+from monitor.store.db import SchemaTooNew
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,47 +33,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         watcher = ConfigWatcher(args.config)
-    except (ConfigError, OSError) as exc:
-        print(f"inferwatch collect: {exc}", file=sys.stderr)
-        return 2
-    slo_files = SloFiles()  # remembers what it parsed: a reload parses only edited files
-    try:
+        slo_files = SloFiles()  # remembers what it parsed: a reload parses only edited files
         slos = slo_files.load(watcher.config, Path(args.config).parent)
-    except (SloFileError, OSError, ValueError) as exc:
+    except (ConfigError, SloFileError, OSError, ValueError) as exc:
         print(f"inferwatch collect: {exc}", file=sys.stderr)
         return 2
     url = args.store or watcher.config.store.url
-    store = open_store(url)
-    store.migrate()
-    recorder = StoreRecorder(store)
-    recorder.register_targets(watcher.config)
-    recorder.start()
-    # Always an alerting loop and an evaluator, even without SLOs: a reload may add some.
-    live = LiveConfig(watcher, evaluation_loop(watcher.config, store, slos,
-                                             lambda: watcher.config), recorder,
-                      slo_files=slo_files)
-    banner = (f"collecting {len(watcher.config.targets)} targets from {args.config} into "
-              f"{url}; {len(slos)} SLOs")
     try:
-        asyncio.run(_collect(live, banner))
+        store = open_store(url)
+        store.migrate()
+    except SchemaTooNew as exc:
+        print(f"inferwatch collect: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # any driver or migration error: say which store, then stop
+        print(f"inferwatch collect: cannot open the store {shown_url(url)}: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    # No API: the settings' listening address is never used.
+    service = MonitorService(watcher, slos, store, ServeSettings(), slo_files)
+    service.recorder.start()
+    banner = (f"collecting {len(watcher.config.targets)} targets from {args.config} into "
+              f"{shown_url(url)}; {len(slos)} SLOs; replica {service.replica.replica_id}")
+    try:
+        asyncio.run(_collect(service, banner))
     except KeyboardInterrupt:
         pass
     finally:
-        recorder.stop()
+        service.recorder.stop()
         store.close()
-        print(f"stopped; {recorder.writer.num_dropped} snapshots dropped", flush=True)
+        print(f"stopped; {service.recorder.writer.num_dropped} snapshots dropped", flush=True)
     return 0
 
 
-async def _collect(live: LiveConfig, banner: str) -> None:
+async def _collect(service: MonitorService, banner: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, live.reload_in_background, "SIGHUP")
+    loop.add_signal_handler(signal.SIGHUP, service.reload_in_background, "SIGHUP")
     print(banner, flush=True)  # once the signals are ours
-    watcher, recorder = live.watcher, live.recorder
-    collector = live.collector = Collector(watcher.config, recorder)
-    await asyncio.gather(
-        collector.run(stop), live.alerting.run(stop),
-        follow_config(watcher, collector, stop, on_change=recorder.register_targets))
+    await service.run(stop, None)

@@ -12,13 +12,11 @@ import socket
 import sys
 from pathlib import Path
 
-from sqlalchemy import make_url
-
 from monitor.collect.config import ConfigError, ConfigWatcher
 from monitor.service.reload import SloFiles
 from monitor.service.process import MonitorService, ServeSettings
 from monitor.slo.loaders import SloFileError
-from monitor.store import open_store
+from monitor.store import open_store, shown_url
 from monitor.store.db import SchemaTooNew
 
 logger = logging.getLogger(__name__)
@@ -52,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch serve: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # any driver or migration error: say which store, then stop
-        print(f"inferwatch serve: cannot open the store {_shown(url)}: "
+        print(f"inferwatch serve: cannot open the store {shown_url(url)}: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     service = MonitorService(watcher, slos, store, settings, slo_files)
@@ -65,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     service.recorder.start()
     print(f"inferwatch serve: {len(watcher.config.targets)} targets, {len(slos)} SLOs, store "
-          f"{_shown(url)}", flush=True)
+          f"{shown_url(url)}", flush=True)
     try:
         asyncio.run(_serve(service, sock))
     except KeyboardInterrupt:
@@ -77,14 +75,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"inferwatch serve: stopped; {service.recorder.writer.num_dropped} snapshots "
               "dropped", flush=True)
     return 0
-
-
-def _shown(url: str) -> str:
-    """The store URL without its password."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not even a URL: the config check names it
-        return url
 
 
 async def _serve(service: MonitorService, sock: socket.socket) -> None:

@@ -145,20 +145,24 @@ class MonitorService:
     def bind(self) -> socket.socket:
         return bind_socket(self.settings.host, self.settings.port)
 
-    async def run(self, stop: asyncio.Event, sock: socket.socket,
+    async def run(self, stop: asyncio.Event, sock: socket.socket | None,
                   on_listening: Callable[[str], None] | None = None) -> None:
-        """Serve until ``stop`` is set; the recorder is started and stopped by the caller."""
+        """Serve until ``stop`` is set; the recorder is started and stopped by the caller.
+        Without ``sock``, no API: the replica's duties only (`inferwatch collect`)."""
         self.recorder.active = self.replica.role is Role.ACTIVE
-        server = _Server(uvicorn.Config(self.app, log_level="warning", access_log=False,
-                                        lifespan="off"))
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.01)
-        if serving.done():
-            serving.result()  # raises what stopped uvicorn
-        host, port = sock.getsockname()[:2]
-        if on_listening is not None:
-            on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
+        server: _Server | None = None
+        serving: asyncio.Task[None] | None = None
+        if sock is not None:
+            server = _Server(uvicorn.Config(self.app, log_level="warning", access_log=False,
+                                            lifespan="off"))
+            serving = asyncio.create_task(server.serve(sockets=[sock]))
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.01)
+            if serving.done():
+                serving.result()  # raises what stopped uvicorn
+            host, port = sock.getsockname()[:2]
+            if on_listening is not None:
+                on_listening(f"http://{host if ':' not in host else f'[{host}]'}:{port}")
         # The lock is given up only once the active's duties have stopped (its last alert
         # round saved and sent): a standby taking over then starts from the final state.
         release = asyncio.Event()
@@ -173,8 +177,9 @@ class MonitorService:
             await asyncio.gather(self.replica.run(release), roles())
         finally:
             await self.runs.aclose()
-            server.should_exit = True
-            await serving
+            if server is not None and serving is not None:
+                server.should_exit = True
+                await serving
 
     async def _follow_role(self, stop: asyncio.Event) -> None:
         """The active's duties while active, the standby's while standby, until ``stop``."""

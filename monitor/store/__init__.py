@@ -2,7 +2,7 @@
 1-minute and 1-hour buckets, kept per a retention policy, and queried as totals."""
 
 from monitor.store.buffer import BufferedWriter
-from monitor.store.db import Store, TargetInfo, open_store
+from monitor.store.db import Store, TargetInfo, open_store, shown_url
 from monitor.store.queries import (
     Selector,
     counter_series,
@@ -25,6 +25,7 @@ __all__ = [
     "good_total",
     "histogram_series",
     "open_store",
+    "shown_url",
     "window",
     "window_by_target",
 ]

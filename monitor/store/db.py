@@ -129,6 +129,14 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
+def shown_url(url: str) -> str:
+    """A store URL for messages: without its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not even a URL: the config check names it
+        return url
+
+
 def open_store(url: str, *, connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
                busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Store:
     """``sqlite:///path/to/file.db`` (the embedded default) or ``postgresql+psycopg://...``."""
