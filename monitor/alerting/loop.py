@@ -80,6 +80,11 @@ class AlertingLoop:
         self.num_rounds += 1
         return [self._to_alertmanager(o) for o in self.book.due(now)]
 
+    def follow(self, now: float) -> None:
+        """A standby's read-only round beside its SLO statuses: the headroom statuses, for
+        its API and /metrics (their conditions are the active's to act on; nothing saved)."""
+        self._tick_headroom(now)
+
     def _tick_headroom(self, now: float) -> list[AlertCondition] | None:
         """The headroom conditions; None when they could not be evaluated (their alerts are
         then kept as they are)."""

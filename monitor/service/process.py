@@ -261,8 +261,8 @@ class MonitorService:
         self._taken_over = True
 
     async def _standby(self, done: asyncio.Event) -> None:
-        """Follow the active: its alert book every poll, SLO statuses read-only every
-        evaluation interval."""
+        """Follow the active: its alert book every poll, SLO and headroom statuses read-only
+        every evaluation interval (anomalies reach a standby as the active's alerts)."""
         self.recorder.active = self._collecting is not None
         next_evaluation, unreadable = 0.0, False
         while not done.is_set():
@@ -293,8 +293,11 @@ class MonitorService:
 
     def _follow_active(self, now: float, evaluate: bool) -> None:
         self.alerting.book.reload()
-        if evaluate and self.alerting.evaluator is not None:
+        if not evaluate:
+            return
+        if self.alerting.evaluator is not None:
             self.alerting.statuses = self.alerting.evaluator.tick(now)
+        self.alerting.follow(now)  # headroom statuses, read-only
 
     def _refuse_runs(self) -> str | None:
         """Why this replica cannot start a sweep or canary now (None: it can)."""

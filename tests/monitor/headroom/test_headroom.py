@@ -17,7 +17,12 @@ from monitor.headroom.metrics import HeadroomCollector
 from monitor.headroom.monitor import HeadroomMonitor
 from monitor.loadgen.dimensions import Dimension
 from monitor.collect.snapshot import GaugeStats, Snapshot, TargetState, series_key
-from monitor.store import Store
+from sqlalchemy import func, select
+
+from monitor.collect.config import ConfigWatcher
+from monitor.service.process import MonitorService, ServeSettings
+from monitor.store import Store, open_store
+from monitor.store.models import AlertRecord
 from monitor.store.db import TargetInfo
 from monitor.store.runs import finish_run, start_run
 from tests.monitor.slo.test_propose import sweep_document
@@ -147,3 +152,30 @@ def test_a_missing_sweep_is_its_own_state_not_an_alert(store: Store) -> None:
 def test_bad_capacity_blocks_are_named(block: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=message):
         config(block)
+
+
+def test_a_standby_shows_the_headroom_statuses_and_saves_nothing(tmp_path: Path) -> None:
+    """A standby replica (monitor/service/process.py) evaluates headroom read-only each
+    evaluation interval, so its API and /metrics show it as the active's do."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "inferwatch.yaml").write_text(
+        f"store: {{url: '{url}'}}\n"
+        "targets:\n  - {name: ref, url: 'http://127.0.0.1:9/metrics', "
+        "capacity: {requests_per_second: 4, output_tokens_per_second: 128}}\n"
+        "anomaly: {enabled: false}\n", encoding="utf-8")
+    store = open_store(url)
+    store.migrate()
+    registered(store).write([scrape(T0 + 15 * k, requests=30, prompt=3000, output=960,
+                                    running=2, waiting=0) for k in range(1, 5)])
+    service = MonitorService(ConfigWatcher(tmp_path / "inferwatch.yaml"), [], store,
+                             ServeSettings(port=0))
+    try:
+        assert service.state.headroom("ref") is None  # no round yet
+        service._follow_active(T0 + 60, evaluate=True)
+        status = service.state.headroom("ref")
+        assert status is not None and status.headroom.ratio == pytest.approx(0.5)
+        assert service.alerting.book.alerts() == []
+        with store.engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(AlertRecord)).scalar() == 0
+    finally:
+        store.close()
