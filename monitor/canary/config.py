@@ -45,9 +45,18 @@ class _Metric(_Model):
     nan_strategy: Literal["remove", "replace"] = "remove"
 
 
+class _Dependence(_Model):
+    method: Literal["cluster-bootstrap", "design-effect", "independent"] = "cluster-bootstrap"
+    resamples: int = Field(1000, ge=100, le=100_000)
+    block: int = Field(0, ge=0)
+    seed: int = 0
+
+
 class _File(_Model):
     confidence: float = Field(0.95, gt=0.5, lt=1)
     gate: Literal["interval", "estimate"] = "interval"
+    dependence: _Dependence = _Dependence.model_validate({})
+    adjust_lengths: bool = True
     thresholds: _Thresholds = _Thresholds.model_validate({})
     groups: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
     metrics: list[_Metric] = Field(min_length=1)
@@ -99,6 +108,11 @@ def parse_judge_config(text: str, source: str = "<string>") -> JudgeConfig:
         group_weights=dict(parsed.groups),
         confidence=parsed.confidence,
         gate=parsed.gate,
+        method=parsed.dependence.method,
+        resamples=parsed.dependence.resamples,
+        block=parsed.dependence.block,
+        seed=parsed.dependence.seed,
+        adjust_lengths=parsed.adjust_lengths,
         pass_threshold=parsed.thresholds.pass_,
         marginal_threshold=parsed.thresholds.marginal,
     )
@@ -143,6 +157,7 @@ _MESSAGES = {
     "too_short": "must not be empty",
     "string_too_short": "must not be empty",
     "float_type": "must be a number",
+    "int_type": "must be an integer",
     "bool_type": "must be true or false",
     "string_type": "must be a string",
     "dict_type": "must be a mapping",

@@ -6,6 +6,11 @@ Hodges-Lehmann shift and its distribution-free confidence interval as the effect
 allowed change so that a statistically significant but harmless difference still passes; the
 per-metric verdicts are then scored per group and summed with group weights
 (WeightedSumScorer).
+
+Per-request samples clustered by the interval they were sent in are judged by a cluster
+bootstrap instead (``dependent.py``: requests of one interval share their server's state and
+are not independent samples), and normalised for their lengths when the two sides' length
+mixes differ. Each result says which method judged it (``method``).
 """
 
 from __future__ import annotations
@@ -20,8 +25,19 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from monitor.canary.dependent import (
+    METHODS,
+    MIN_CLUSTERS,
+    Method,
+    cluster_bootstrap,
+    length_mix,
+    lengths_array,
+)
+
 FloatArray = npt.NDArray[np.float64]
 Samples = Sequence[float] | npt.NDArray[Any]
+# Per sample, its request's (prompt tokens, output tokens); NaN where unknown.
+LengthRows = Sequence[Sequence[float]] | npt.NDArray[Any]
 
 # Up to this many pairwise differences (32 MB of float64) the shift's order statistics are
 # taken from the materialised differences; above it they are found by bisection on the shift.
@@ -84,10 +100,25 @@ class JudgeConfig:
     # is worse by more than allowed, with confidence) or, as Kayenta, the point estimate
     # ("estimate": more sensitive, and more false fails when two hosts differ slightly).
     gate: Literal["interval", "estimate"] = "interval"
+    # How per-request samples with clusters (the interval each was sent in) are judged:
+    # "cluster-bootstrap" (dependent.py), "design-effect" (Mann-Whitney widened by the
+    # clusters' design effect, issue 21) or "independent" (Mann-Whitney, clusters ignored).
+    method: Method = "cluster-bootstrap"
+    resamples: int = 1000
+    block: int = 0          # moving-block length in intervals; 0: about intervals^(1/3)
+    seed: int = 0           # the bootstrap's generator, so a verdict is reproducible
+    # Normalise per-request samples for prompt/output length when the sides' mixes differ.
+    adjust_lengths: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 < self.confidence < 1.0:
             raise ValueError(f"confidence must be in (0, 1), not {self.confidence}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        if self.resamples < 100:
+            raise ValueError(f"resamples must be >= 100, not {self.resamples}")
+        if self.block < 0:
+            raise ValueError(f"block must be >= 0, not {self.block}")
         names = [m.name for m in self.metrics]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -124,6 +155,10 @@ class MetricResult:
     # How much the samples' clustering in time widens the interval (variance ratio, >= 1):
     # 1.0 for independent samples or when no clusters were given.
     design_effect: float = 1.0
+    # How it was judged: "mann-whitney" (samples taken as independent), "design-effect",
+    # "cluster-bootstrap"; and, when the length mixes differed, how it was normalised.
+    method: str = "mann-whitney"
+    length_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: enums as their values, NaN as None."""
@@ -148,6 +183,9 @@ class MetricResult:
             "effect_ci": [_json_float(v) for v in self.effect_ci],
             "reason": self.reason,
             "design_effect": self.design_effect,
+            "method": self.method,
+            "length_adjusted": bool(self.length_note),
+            "length_note": self.length_note,
         }
 
 
@@ -162,17 +200,34 @@ class Judgement:
     critical_failures: tuple[str, ...]
     outcome: Outcome
 
+    @property
+    def methods(self) -> dict[str, list[str]]:
+        """Method -> the judged metrics it judged."""
+        found: dict[str, list[str]] = {}
+        for r in self.results:
+            if r.verdict is not Verdict.NODATA:
+                found.setdefault(r.method, []).append(r.name)
+        return found
+
+    @property
+    def notes(self) -> list[str]:
+        """What the verdict adjusted for: one line per metric whose length mix differed."""
+        return [f"{r.name}: {r.length_note}" for r in self.results if r.length_note]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value,
             "score": self.score,
             "critical_failures": list(self.critical_failures),
             "group_scores": dict(self.group_scores),
+            "methods": self.methods,
+            "notes": self.notes,
             "results": [r.to_dict() for r in self.results],
         }
 
     def format(self) -> str:
-        """A plain-text report: the outcome, one line per metric, the group scores."""
+        """A plain-text report: the outcome, one line per metric, the methods that judged
+        them, a note per length-normalised metric, the group scores."""
         header = f"canary {self.outcome.value.upper()}: score {self.score:.1f}"
         if self.critical_failures:
             header += f" (critical failure: {', '.join(self.critical_failures)})"
@@ -187,15 +242,32 @@ class Judgement:
                 f"  n={r.n_canary}/{r.n_baseline}"
                 f"  median {_num(r.median_canary)} vs {_num(r.median_baseline)}"
                 f"  {effect}  {p}  {r.reason}")
+        if self.methods:
+            lines.append("methods: " + "; ".join(
+                f"{METHOD_WORDS.get(m, m)} ({', '.join(names)})"
+                for m, names in self.methods.items()))
+        lines.extend(f"note: {note}" for note in self.notes)
         groups = ", ".join(f"{g} {s:.1f}" for g, s in self.group_scores.items())
         lines.append(f"group scores: {groups or 'none (no data)'}")
         return "\n".join(lines)
 
 
+METHOD_WORDS = {
+    "mann-whitney": "Mann-Whitney, samples as independent",
+    "design-effect": "Mann-Whitney widened by the intervals' design effect",
+    "design-effect-few": "Mann-Whitney widened by the design effect (too few intervals for "
+                         "a bootstrap)",
+    "cluster-bootstrap": "cluster bootstrap over intervals",
+}
+
+
 def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
             confidence: float = 0.95,
             gate: Literal["interval", "estimate"] = "interval",
-            clusters: tuple[Sequence[int], Sequence[int]] | None = None) -> MetricResult:
+            clusters: tuple[Sequence[int], Sequence[int]] | None = None,
+            *, method: Method = "design-effect", resamples: int = 1000, block: int = 0,
+            seed: int = 0,
+            lengths: tuple[LengthRows, LengthRows] | None = None) -> MetricResult:
     """Classify ``canary`` against ``baseline`` for one metric.
 
     1. Non-finite samples are removed or replaced by 0.0 (``spec.nan_strategy``). If either
@@ -212,7 +284,15 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
        ratio of the Mann-Whitney statistic's cluster-robust variance to its independent one
        (at least 1), and the p-value adjusted alike. Latencies of requests that shared a
        stall of their server, and the many ITL gaps of one request, are one piece of
-       evidence each, not dozens (issue 21).
+       evidence each, not dozens (issue 21). That is ``method`` "design-effect", the
+       default of a direct call; "independent" ignores the clusters; "cluster-bootstrap"
+       (the judge configuration's default) replaces the Mann-Whitney interval by a moving-
+       block bootstrap over the clusters of the canary/baseline ratio of geometric means
+       (``dependent.cluster_bootstrap``; the shift reported is then the baseline median
+       times the ratio - 1), falling back to the design effect below ``MIN_CLUSTERS``
+       clusters. With ``lengths`` (each sample's prompt and output tokens) whose mixes
+       differ between the sides, the samples are first normalised for their lengths
+       (``dependent.length_mix``) and the reason says so.
     4. HIGH when the direction is increase or either, the interval's lower bound is > 0 and
        the effect exceeds ``allowed_increase`` (absolute: shift > ``allowed_absolute``). LOW
        symmetrically: direction decrease or either, upper bound < 0 and the effect below
@@ -223,11 +303,16 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
        exceeds any ratio. Otherwise PASS: no significant change, a change within the allowed
        one, or a change in the harmless direction.
     """
-    b, nan_b, b_groups = _clean(baseline, spec.nan_strategy, clusters and clusters[0])
-    c, nan_c, c_groups = _clean(canary, spec.nan_strategy, clusters and clusters[1])
+    b, nan_b, b_groups, b_len = _clean(baseline, spec.nan_strategy, clusters and clusters[0],
+                                       lengths and lengths[0], "baseline")
+    c, nan_c, c_groups, c_len = _clean(canary, spec.nan_strategy, clusters and clusters[1],
+                                       lengths and lengths[1], "canary")
     median_b, median_c = _median(b), _median(c)
     mean_b, mean_c = _mean(b), _mean(c)
     absolute = spec.allowed_absolute is not None
+    clustered = b_groups is not None and c_groups is not None and method != "independent"
+    used = "mann-whitney"
+    length_note = ""
 
     def result(verdict: Verdict, shift: float, ci: tuple[float, float], p: float,
                effect: float, effect_ci: tuple[float, float], reason: str) -> MetricResult:
@@ -238,7 +323,8 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
             median_baseline=median_b, median_canary=median_c,
             mean_baseline=mean_b, mean_canary=mean_c,
             shift=shift, ci_low=ci[0], ci_high=ci[1], p_value=p,
-            effect=effect, effect_ci=effect_ci, reason=reason, design_effect=deff)
+            effect=effect, effect_ci=effect_ci, reason=reason, design_effect=deff,
+            method=used, length_note=length_note)
 
     deff = 1.0
 
@@ -257,26 +343,65 @@ def compare(baseline: Samples, canary: Samples, spec: MetricSpec,
         return result(Verdict.PASS, 0.0, (0.0, 0.0), 1.0, same, (same, same),
                       f"{head}: {what}: pass")
 
+    reference = median_b   # what a ratio effect is relative to
+    if b_len is not None and c_len is not None:
+        adjusted = length_mix(b, c, b_len, c_len, spec.name)
+        if adjusted.adjusted:
+            length_note = adjusted.note
+            b, b_groups = _resort(adjusted.baseline, b_groups)
+            c, c_groups = _resort(adjusted.canary, c_groups)
+            reference = _median(b)
+            head += " after length normalisation"
+    suffix = f"; {length_note}" if length_note else ""
+
+    groups_ok = b_groups is not None and c_groups is not None
+    if (clustered and groups_ok and method == "cluster-bootstrap"
+            and (absolute or reference > 0)):
+        assert b_groups is not None and c_groups is not None
+        count = np.unique(np.concatenate([b_groups, c_groups])).size
+        if count >= MIN_CLUSTERS:
+            used = "cluster-bootstrap"
+            boot = cluster_bootstrap(b, c, b_groups, c_groups, confidence, absolute,
+                                     resamples, block, seed, spec.name)
+            if boot.scale == "absolute":
+                shift, ci_low, ci_high = boot.estimate, boot.low, boot.high
+            else:
+                shift, ci_low, ci_high = (reference * math.expm1(v)
+                                          for v in (boot.estimate, boot.low, boot.high))
+            effect = _effect(shift, reference, spec.allowed_absolute)
+            effect_ci = (_effect(ci_low, reference, spec.allowed_absolute),
+                         _effect(ci_high, reference, spec.allowed_absolute))
+            verdict, why = _classify(spec, shift, ci_low, ci_high, effect, reference, gate)
+            reason = (f"{head}: shift {_num(shift, sign=True)} [{_num(ci_low, sign=True)}, "
+                      f"{_num(ci_high, sign=True)}] at {confidence * 100:g}% by "
+                      f"{boot.describe()}, {why}, p={_p(boot.p_value)}: "
+                      f"{verdict.value}{suffix}")
+            return result(verdict, shift, (ci_low, ci_high), boot.p_value, effect, effect_ci,
+                          reason)
+        used = "design-effect-few"
+
     p_value = float(stats.mannwhitneyu(c, b, alternative="two-sided").pvalue)
-    if b_groups is not None and c_groups is not None:
+    if clustered and groups_ok:
+        assert b_groups is not None and c_groups is not None
+        used = "design-effect" if used == "mann-whitney" else used
         deff = design_effect(b, c, b_groups, c_groups)
         # The same z, over a standard error sqrt(deff) times wider.
         p_value = float(2 * stats.norm.sf(stats.norm.isf(p_value / 2) / math.sqrt(deff)))
     shift, ci_low, ci_high = _hodges_lehmann_sorted(b, c, confidence, deff)
-    effect = _effect(shift, median_b, spec.allowed_absolute)
-    effect_ci = (_effect(ci_low, median_b, spec.allowed_absolute),
-                 _effect(ci_high, median_b, spec.allowed_absolute))
+    effect = _effect(shift, reference, spec.allowed_absolute)
+    effect_ci = (_effect(ci_low, reference, spec.allowed_absolute),
+                 _effect(ci_high, reference, spec.allowed_absolute))
     if _interval_rank(int(b.size), int(c.size), confidence, deff) < 1:
         # The widest interval there is, [min, max] of the differences, holds less than the
         # confidence asked (3 against 3 all higher is p=0.1): it cannot gate a verdict.
         verdict, why = Verdict.PASS, (f"too few samples for a {confidence * 100:g}% interval "
                                       f"(the widest, [min, max], has less)")
     else:
-        verdict, why = _classify(spec, shift, ci_low, ci_high, effect, median_b, gate)
+        verdict, why = _classify(spec, shift, ci_low, ci_high, effect, reference, gate)
     widened = f" (widened x{math.sqrt(deff):.2g} for clustering)" if deff > 1 else ""
     reason = (f"{head}: shift {_num(shift, sign=True)} [{_num(ci_low, sign=True)}, "
               f"{_num(ci_high, sign=True)}] at {confidence * 100:g}%{widened}, {why}, "
-              f"p={_p(p_value)}: {verdict.value}")
+              f"p={_p(p_value)}: {verdict.value}{suffix}")
     return result(verdict, shift, (ci_low, ci_high), p_value, effect, effect_ci, reason)
 
 
@@ -299,6 +424,8 @@ def hodges_lehmann(baseline: Samples, canary: Samples,
 def judge(baseline: Mapping[str, Samples], canary: Mapping[str, Samples],
           config: JudgeConfig,
           clusters: tuple[Mapping[str, Sequence[int]], Mapping[str, Sequence[int]]]
+          | None = None,
+          lengths: tuple[Mapping[str, LengthRows], Mapping[str, LengthRows]]
           | None = None) -> Judgement:
     """Compare every configured metric (one missing from a mapping has no samples) and score
     the run.
@@ -308,7 +435,10 @@ def judge(baseline: Mapping[str, Samples], canary: Mapping[str, Samples],
     listed share the rest of 100 equally), over the groups with a score, so a group without
     data neither helps nor hurts; 0 when there is a critical failure or no group has data.
     Critical failures: a critical metric that is HIGH or LOW, or NODATA on a critical or
-    must-have-data metric. Outcome: FAIL on a critical failure or a score below the marginal
+    must-have-data metric. ``clusters`` (each per-request sample's interval) select the
+    configured ``method`` for those metrics; ``lengths`` (each per-request sample's prompt
+    and output tokens) let the judge normalise for a differing length mix. Outcome: FAIL
+    on a critical failure or a score below the marginal
     threshold, MARGINAL below the pass threshold, else PASS.
     """
     def labels(name: str) -> tuple[Sequence[int], Sequence[int]] | None:
@@ -316,9 +446,17 @@ def judge(baseline: Mapping[str, Samples], canary: Mapping[str, Samples],
             return None
         return clusters[0][name], clusters[1][name]
 
+    def rows(name: str) -> tuple[LengthRows, LengthRows] | None:
+        if (lengths is None or not config.adjust_lengths or name not in lengths[0]
+                or name not in lengths[1]):
+            return None
+        return lengths[0][name], lengths[1][name]
+
     results = tuple(
         compare(baseline.get(spec.name, ()), canary.get(spec.name, ()), spec,
-                config.confidence, config.gate, labels(spec.name))
+                config.confidence, config.gate, labels(spec.name), method=config.method,
+                resamples=config.resamples, block=config.block, seed=config.seed,
+                lengths=rows(spec.name))
         for spec in config.metrics)
     return _score(results, config)
 
@@ -501,14 +639,17 @@ def _effect(shift: float, median_baseline: float, allowed_absolute: float | None
     return (median_baseline + shift) / median_baseline
 
 
-def _clean(values: Samples, strategy: str, groups: Sequence[int] | None = None
-           ) -> tuple[FloatArray, int, npt.NDArray[np.int64] | None]:
+def _clean(values: Samples, strategy: str, groups: Sequence[int] | None = None,
+           lengths: LengthRows | None = None, side: str = "samples"
+           ) -> tuple[FloatArray, int, npt.NDArray[np.int64] | None, FloatArray | None]:
     """The samples sorted, as a float array after the NaN strategy; how many were
-    non-finite; their cluster labels in the same order (None without ``groups``)."""
+    non-finite; their cluster labels and length rows in the same order (None without
+    ``groups``, ``lengths``)."""
     arr = np.array(values, dtype=np.float64).ravel()
     labels = None if groups is None else np.asarray(groups, dtype=np.int64).ravel()
     if labels is not None and labels.size != arr.size:
         raise ValueError(f"{labels.size} cluster labels for {arr.size} samples")
+    rows = None if lengths is None else lengths_array(lengths, arr.size, side)
     bad = ~np.isfinite(arr)
     n_bad = int(bad.sum())
     if n_bad:
@@ -517,8 +658,16 @@ def _clean(values: Samples, strategy: str, groups: Sequence[int] | None = None
         else:
             arr = arr[~bad]
             labels = None if labels is None else labels[~bad]
+            rows = None if rows is None else rows[~bad]
     order = np.argsort(arr, kind="stable")
-    return arr[order], n_bad, None if labels is None else labels[order]
+    return (arr[order], n_bad, None if labels is None else labels[order],
+            None if rows is None else rows[order])
+
+
+def _resort(values: FloatArray, labels: npt.NDArray[np.int64] | None
+            ) -> tuple[FloatArray, npt.NDArray[np.int64] | None]:
+    order = np.argsort(values, kind="stable")
+    return values[order], None if labels is None else labels[order]
 
 
 def _median(arr: FloatArray) -> float:

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.canary.judge import JudgeConfig, Judgement, Verdict, judge
-from monitor.canary.samples import Samples, bounded_intervals, run_samples, stored_samples
+from monitor.canary.samples import (
+    Samples,
+    bounded_intervals,
+    run_judged,
+    stored_samples,
+)
 from monitor.loadgen.metrics import RunSummary, summarize
 from monitor.loadgen.runner import Endpoint, Limits, ProgressCallback, RunResult, run_paired
 from monitor.loadgen.workload import WorkloadSpec
@@ -46,10 +51,11 @@ async def run_both(baseline: Endpoint, canary: Endpoint, workload: WorkloadSpec,
 
 def judge_runs(base: RunResult, can: RunResult, config: JudgeConfig,
                interval_seconds: float = 10.0, min_requests: int = 5) -> LiveComparison:
-    b, b_clusters = run_samples(base, interval_seconds, min_requests)
-    c, c_clusters = run_samples(can, interval_seconds, min_requests)
+    b, b_clusters, b_lengths = run_judged(base, interval_seconds, min_requests)
+    c, c_clusters, c_lengths = run_judged(can, interval_seconds, min_requests)
     return LiveComparison(base, can, summarize(base), summarize(can),
-                          judge(b, c, config, (b_clusters, c_clusters)), interval_seconds)
+                          judge(b, c, config, (b_clusters, c_clusters), (b_lengths, c_lengths)),
+                          interval_seconds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from monitor.store.queries import counter_series
 
 Samples = dict[str, list[float]]
 Clusters = dict[str, list[int]]
+Lengths = dict[str, list[list[float]]]
 PERCENTILE_METRICS = ("ttft", "itl", "tpot", "e2e")
 
 
@@ -39,10 +40,21 @@ def run_samples(result: RunResult, interval_seconds: float = 10.0,
     return combine(intervals), clusters(intervals)
 
 
+def run_judged(result: RunResult, interval_seconds: float = 10.0,
+               min_requests: int = 5) -> tuple[Samples, Clusters, Lengths]:
+    """``run_samples`` and each per-request sample's (prompt, output) tokens."""
+    intervals = split_intervals(result.measured, result.measure_start, interval_seconds,
+                                min_requests)
+    return combine(intervals), clusters(intervals), lengths(intervals)
+
+
 @dataclass(frozen=True, slots=True)
 class IntervalData:
     per_request: dict[str, list[float]]   # ttft, tpot, e2e, itl of OK requests sent in it
     values: dict[str, float]              # its per-interval metrics; NaN when undefined
+    # Per per-request sample, its request's [prompt tokens, output tokens] (NaN unknown);
+    # empty when not recorded (samples saved before issue 17).
+    lengths: dict[str, list[list[float]]] = field(default_factory=dict)
 
 
 def split_intervals(records: Sequence[RequestRecord], start: float, interval: float,
@@ -71,14 +83,30 @@ def split_intervals(records: Sequence[RequestRecord], start: float, interval: fl
     for k in range(count):
         ok = [r for r in sent[k] if r.ok]
         per_request = latency_samples(ok)
+        sizes = length_samples(ok)
         values = {f"{m}_p99": (float(np.percentile(per_request[m], 99))
                                if len(ok) >= min_requests and per_request[m] else math.nan)
                   for m in PERCENTILE_METRICS}
         values["error_rate"] = (len(sent[k]) - len(ok)) / len(sent[k]) if sent[k] else math.nan
         values["output_tokens_per_second"] = float(tokens[k]) / interval
         values["requests_per_second"] = float(finished[k]) / interval
-        intervals.append(IntervalData(per_request, values))
+        intervals.append(IntervalData(per_request, values, sizes))
     return intervals
+
+
+def length_samples(ok: Sequence[RequestRecord]) -> dict[str, list[list[float]]]:
+    """Per sample of ``latency_samples(ok)``, in its order, the request's prompt tokens
+    (the server's count, else the workload's intended one, else NaN) and output tokens."""
+    def row(r: RequestRecord) -> list[float]:
+        prompt = r.prompt_tokens if r.prompt_tokens is not None else r.spec.input_tokens
+        return [math.nan if prompt is None else float(prompt), float(r.num_output_tokens)]
+
+    return {
+        "ttft": [row(r) for r in ok if r.ttft is not None],
+        "tpot": [row(r) for r in ok if r.tpot is not None],
+        "itl": [row(r) for r in ok for _ in r.itls],
+        "e2e": [row(r) for r in ok],
+    }
 
 
 def combine(intervals: Sequence[IntervalData]) -> Samples:
@@ -103,6 +131,22 @@ def clusters(intervals: Sequence[IntervalData]) -> Clusters:
         for name, values in data.per_request.items():
             labels[name].extend([k] * len(values))
     return labels
+
+
+def lengths(intervals: Sequence[IntervalData]) -> Lengths:
+    """Each per-request sample's lengths, in ``combine``'s order; a metric is left out when
+    any interval lacks them (samples saved without lengths)."""
+    rows: Lengths = {m: [] for m in ("ttft", "tpot", "itl", "e2e")}
+    for data in intervals:
+        for name, values in data.per_request.items():
+            if not values:
+                continue
+            found = data.lengths.get(name)
+            if found is None or len(found) != len(values):
+                rows.pop(name, None)
+            elif name in rows:
+                rows[name].extend(found)
+    return rows
 
 
 # store feature -> judge metric name
