@@ -188,7 +188,8 @@ def canary_view(run: RunOut) -> CanaryView:
     view.metrics = [MetricRow(r, unit_of(r["name"]), effect_kind(r))
                     for r in judgement["results"]]
     view.reasons = [f"critical failure: {name}" for name in judgement["critical_failures"]] \
-        + [f"{r['name']}: {r['reason']}" for r in judgement["results"] if r["verdict"] != "pass"]
+        + [f"{r['name']}: {r['reason']}" for r in judgement["results"] if r["verdict"] != "pass"] \
+        + [f"note: {note}" for note in judgement.get("notes", [])]
     for row in view.metrics:
         r, u = row.result, row.unit
         if r["verdict"] == "nodata":

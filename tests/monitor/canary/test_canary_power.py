@@ -63,3 +63,25 @@ def test_evaluate_separates_a_twin_from_a_slowed_canary(tmp_path: Path) -> None:
     (again_aa, again_ab), meta = load_phases(tmp_path / "phases.json")
     assert meta["slowdown"] == 1.1
     assert evaluate(again_ab, config, 60, 6, 30, seed=2) == ab
+
+
+def test_bursty_stream_keeps_the_rate_and_shares_prefixes() -> None:
+    import itertools
+
+    from bench.canary_power import BurstyLoad, bursty_stream
+    from monitor.loadgen.workload import LengthDist, WorkloadSpec
+
+    workload = WorkloadSpec(input_len=LengthDist.parse("uniform:50-150"),
+                            output_len=LengthDist.parse("fixed:32"), chars_per_token=1.0)
+    load = BurstyLoad(depth=0.6, burst_seconds=5.0, prefix_share=0.7, prefix_tokens=64)
+    requests = list(itertools.takewhile(lambda r: r.arrival_seconds < 1000,
+                                        bursty_stream(workload, 8.0, load)))
+    assert len(requests) / 1000 == pytest.approx(8.0, rel=0.1)
+    # Bursts and lulls: counts per 2 s far more dispersed than Poisson's (variance = mean).
+    counts = np.bincount([int(r.arrival_seconds // 2) for r in requests])
+    assert counts.var() / counts.mean() > 2.0
+    from collections import Counter
+    heads = Counter(r.prompt[:64] for r in requests).most_common(4)
+    prefixed = sum(count for _, count in heads)
+    assert prefixed / len(requests) == pytest.approx(0.7, abs=0.05)
+    assert BurstyLoad().plain and not load.plain
