@@ -382,6 +382,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         config = dataclasses.replace(config, gate=args.gate)
     if args.load:  # judge recorded phases again (another judge configuration)
         (aa, ab), meta = load_phases(Path(args.load))
+        # The recorded run's rate and interval, where it saved them.
+        args.rate = meta.get("rate_per_side", args.rate)
+        args.interval = meta.get("interval_seconds", args.interval)
         return _report(args, config, aa, ab, meta["slowdown"], meta["calibration"], 0.0,
                        meta.get("load", "Poisson arrivals, no shared prefixes"))
     workload = WorkloadSpec(input_len=LengthDist.parse(args.input_len),
@@ -404,8 +407,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 f"{bursty.describe()}")
         if args.save:
             Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-            save_phases(Path(args.save), (aa, ab), {"slowdown": args.slowdown,
-                                                    "calibration": [], "load": what})
+            save_phases(Path(args.save), (aa, ab), {
+                "slowdown": args.slowdown, "calibration": [], "load": what,
+                "rate_per_side": args.rate, "interval_seconds": args.interval})
         return _report(args, config, aa, ab, args.slowdown, [], began, what)
 
     def log(text: str) -> None:
@@ -434,8 +438,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         await _fault(canary_url, None)
     if args.save:
         Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        save_phases(Path(args.save), (aa, ab), {"slowdown": slowdown, "calibration": tried,
-                                                "load": bursty.describe()})
+        save_phases(Path(args.save), (aa, ab), {
+            "slowdown": slowdown, "calibration": tried, "load": bursty.describe(),
+            "rate_per_side": args.rate, "interval_seconds": args.interval})
     log("judging trials")
     return _report(args, config, aa, ab, slowdown, tried, began, bursty.describe())
 
