@@ -85,3 +85,20 @@ def test_bursty_stream_keeps_the_rate_and_shares_prefixes() -> None:
     prefixed = sum(count for _, count in heads)
     assert prefixed / len(requests) == pytest.approx(0.7, abs=0.05)
     assert BurstyLoad().plain and not load.plain
+
+
+def test_simulated_servers_slow_down_and_share_nothing_but_the_load() -> None:
+    from bench.canary_power import BurstyLoad, simulate_phase
+    from monitor.loadgen.workload import LengthDist, WorkloadSpec
+
+    workload = WorkloadSpec(input_len=LengthDist.parse("uniform:50-150"),
+                            output_len=LengthDist.parse("fixed:8"), chars_per_token=1.0)
+    load = BurstyLoad(depth=0.6, prefix_share=0.7)
+    twin = simulate_phase("aa", workload, 8.0, 60.0, load, 1.0, 2.0, seed=1)
+    slowed = simulate_phase("ab", workload, 8.0, 60.0, load, 1.3, 2.0, seed=1)
+    assert len(twin.baseline) == len(twin.canary) >= 29
+    sent = sum(len(d.per_request["ttft"]) for d in twin.baseline)
+    assert sent == sum(len(d.per_request["ttft"]) for d in twin.canary) > 300
+    assert twin.baseline[3].lengths["ttft"]      # the requests' lengths are kept
+    assert twin.baseline[3].per_request["ttft"] != twin.canary[3].per_request["ttft"]
+    assert p99_effect(slowed) > 1.15 and abs(p99_effect(twin) - 1.0) < 0.1
