@@ -59,6 +59,9 @@ class AlertingLoop:
         started = time.perf_counter()
         self.statuses = self.evaluator.tick(now) if self.evaluator is not None else []
         unreadable = {s.name for s in self.statuses if s.state is SloState.ERROR}
+        # a split SLO's groups that could not be read: (SLO, its labels' values)
+        unreadable_groups = {(s.name, g.group) for s in self.statuses for g in s.groups
+                             if g.state is SloState.ERROR}
         conditions = [c for s in self.statuses for c in s.conditions]
         if self.anomalies is not None and not self._in_background:
             self._tick_anomalies(now)
@@ -74,7 +77,10 @@ class AlertingLoop:
                 return anomalies_failed
             if labels.get("alertname") == HEADROOM_ALERT:
                 return headroom is None
-            return labels.get("slo") in unreadable
+            if labels.get("slo") in unreadable:
+                return True
+            return any(labels.get("slo") == name and all(labels.get(k) == v for k, v in group)
+                       for name, group in unreadable_groups)
 
         self.book.update(now, conditions, frozen)
         self.num_rounds += 1

@@ -16,6 +16,7 @@ from monitor.api.schemas import (
     HeadroomOut,
     RunOut,
     SloAlertOut,
+    SloGroupOut,
     SloOut,
     TargetOut,
 )
@@ -44,7 +45,8 @@ def slo_outs(slos: Sequence[Slo], statuses: Mapping[str, SloStatus],
 
 def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:
     mine = [SloAlertOut(alertname=a.name, severity=a.labels.get("severity", ""),
-                        window=a.labels.get("window", ""), state=a.state.value)
+                        window=a.labels.get("window", ""), state=a.state.value,
+                        group={k: a.labels[k] for k in slo.grouping if k in a.labels})
             for a in alerts if a.labels.get("slo") == slo.name]
     common: dict[str, Any] = {"name": slo.name, "service": slo.service,
                               "description": slo.description or "",
@@ -64,10 +66,23 @@ def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:
         **common, state=status.state.value, sli=finite(status.sli), events=status.events,
         budget_remaining=finite(status.budget_remaining),
         time_to_exhaustion_seconds=finite(status.time_to_exhaustion_seconds),
-        burn_rates=[BurnRateOut(window=b.window, seconds=b.seconds, events=b.events,
-                                error_ratio=finite(b.error_ratio),
-                                burn_rate=finite(b.burn_rate)) for b in status.burn_rates],
-        evaluated_at=status.evaluated_at, error=status.error, warnings=list(status.warnings))
+        burn_rates=_burn_rates_out(status),
+        evaluated_at=status.evaluated_at, error=status.error, warnings=list(status.warnings),
+        groups=[slo_group_out(g) for g in status.groups if g.events > 0 or g.error])
+
+
+def _burn_rates_out(status: SloStatus) -> list[BurnRateOut]:
+    return [BurnRateOut(window=b.window, seconds=b.seconds, events=b.events,
+                        error_ratio=finite(b.error_ratio), burn_rate=finite(b.burn_rate))
+            for b in status.burn_rates]
+
+
+def slo_group_out(status: SloStatus) -> SloGroupOut:
+    return SloGroupOut(
+        labels=dict(status.group), state=status.state.value, sli=finite(status.sli),
+        events=status.events, budget_remaining=finite(status.budget_remaining),
+        time_to_exhaustion_seconds=finite(status.time_to_exhaustion_seconds),
+        burn_rates=_burn_rates_out(status), error=status.error)
 
 
 def alert_out(alert: Alert) -> AlertOut:

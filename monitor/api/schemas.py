@@ -45,6 +45,21 @@ class SloAlertOut(BaseModel):
     severity: str
     window: str
     state: str
+    group: dict[str, str] = Field(
+        default_factory=dict, description="a split SLO's alert: its group's labels")
+
+
+class SloGroupOut(BaseModel):
+    """One group of a split SLO (``grouping: [tenant]``): its own error ratio and budget."""
+
+    labels: dict[str, str] = Field(description="the group's values: {\"tenant\": \"a\"}")
+    state: Literal["ok", "burning", "no_data", "error"]
+    sli: float | None
+    events: float
+    budget_remaining: float | None
+    time_to_exhaustion_seconds: float | None
+    burn_rates: list[BurnRateOut]
+    error: str | None
 
 
 class SloOut(BaseModel):
@@ -79,6 +94,11 @@ class SloOut(BaseModel):
         default_factory=list,
         description="why the SLI is only a bound: a latency threshold that a target's stored "
                     "bucket edges lack (good events counted at the edge below)")
+    groups: list[SloGroupOut] = Field(
+        default_factory=list,
+        description="a split SLO's groups (grouping: [tenant]) with events in the period, each "
+                    "judged alone (its burn alerts carry its labels); empty for an SLO as a "
+                    "whole")
 
 
 class AlertOut(BaseModel):

@@ -38,7 +38,13 @@ from monitor.store.by_target import (
 )
 from monitor.store.db import Store
 from monitor.store.models import SeriesKind
-from monitor.store.queries import Selector, StepGrid, select_series
+from monitor.store.queries import (
+    Selector,
+    SeriesRow,
+    StepGrid,
+    select_series,
+    series_rows,
+)
 
 
 def read_many(store: Store, slos: Sequence[Slo], start: float, end: float, step: float,
@@ -93,9 +99,15 @@ class _TargetReads:
                     slo.sli.threshold_seconds)
         series: dict[CounterKey, dict[int, str]] = {}
         self._bad_keys: dict[CounterKey, Exception] = {}
+        # Each name's series read once: the keys of a split SLO's groups (the same counter,
+        # one tenant each) are filters of them, not a query each.
+        by_name: dict[str, list[SeriesRow]] = {}
         for key in {key for slo in slos for key in _counter_keys(slo)}:
             try:
-                series[key] = select_series(conn, key[0], SeriesKind.COUNTER, dict(key[1]))
+                if key[0] not in by_name:
+                    by_name[key[0]] = series_rows(conn, key[0])
+                series[key] = select_series(conn, key[0], SeriesKind.COUNTER, dict(key[1]),
+                                            rows=by_name[key[0]])
             except ValueError as exc:  # the SLOs naming it fail as their own read would
                 self._bad_keys[key] = exc
         self._counters = counters_by_target(conn, targets, series)

@@ -16,6 +16,10 @@ Semantics (the generated Prometheus rules in ``monitor.slo.rules`` follow the sa
   windows burn faster than the factor;
 - a window without data is no data: not met, not violated; no data for
   ``no_data_after_seconds`` is its own condition.
+- a split SLO (``grouping: [tenant]`` over a ratio or goodput SLI) is judged per group
+  (``monitor.slo.groups``), each group from its own events with the same windows and gate:
+  its burn alerts are the groups' (labelled ``tenant``), its own status and its no-data
+  alert the SLO's as a whole, as the generated rules' ``sum by (tenant)`` has them.
 - Timeslices: each closed slice is one event, good when its ratio reaches
   ``timeslice_target`` (throughput: its rate reaches ``min_per_second``); RatioTimeslices:
   each slice adds its ratio as good events of one. Slices without events are not events.
@@ -36,6 +40,7 @@ import numpy.typing as npt
 
 from monitor.slo.durations import format_duration
 from monitor.slo.forecast import Forecast, forecast
+from monitor.slo.groups import Group, GroupSource, group_of, group_slo, group_text, splits
 from monitor.slo.history import Counts, EventHistory
 from monitor.slo.steps import (
     Prefetched,
@@ -65,6 +70,9 @@ DEFAULT_SETTLE_SECONDS = 30.0
 # SLOs whose reads are fetched ahead together: bounds what a first tick holds at once (a
 # month of hours and days of minutes each) while a thousand SLOs still read in few queries.
 READ_AHEAD_SLOS = 1000
+# How often a split SLO's groups are listed anew (a new tenant's history is loaded whole when
+# it is found, so this delays its first page by at most this much, and never loses events).
+GROUPS_REFRESH_SECONDS = 60.0
 # How often an SLO's thresholds are checked against the stored bucket edges (a period read).
 WARNINGS_REFRESH_SECONDS = 3600.0
 
@@ -115,6 +123,10 @@ class SloStatus:
     # Why the SLI is only a bound (a latency threshold between a target's stored bucket
     # edges: monitor.slo.thresholds); empty when it is exact.
     warnings: tuple[str, ...] = ()
+    # A split SLO's group this status is of (its ``name`` is the SLO's): (("tenant", "a"),)
+    group: Group = ()
+    # A split SLO's status per group, sorted; its ``conditions`` hold their burn alerts.
+    groups: tuple[SloStatus, ...] = ()
 
 
 @dataclass
@@ -129,6 +141,10 @@ class _Tracked:
     warnings: tuple[str, ...] = ()
     warnings_at: float | None = None     # when ``warnings`` were last read
     warnings_events: float = 0.0         # the period's events when they were read
+    name: str = ""                       # the SLO's name on alerts (a group's: its SLO's)
+    group: Group = ()                    # a split SLO's group this tracks
+    groups: dict[Group, _Tracked] = field(default_factory=dict)  # a split SLO's, sorted
+    groups_at: float | None = None       # when ``groups`` were last listed
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,19 +220,62 @@ class SloEvaluator:
 
     def tick(self, now: float | None = None) -> list[SloStatus]:
         now = time.time() if now is None else now
-        statuses = []
+        statuses: list[SloStatus] = []
         every = list(self._tracked.values())
         for first in range(0, len(every), READ_AHEAD_SLOS):
-            self._prefetch(every[first:first + READ_AHEAD_SLOS], now)
-            for tracked in every[first:first + READ_AHEAD_SLOS]:
-                try:
-                    statuses.append(self._evaluate(tracked, now))
-                except Exception as exc:  # one bad SLO must not stop the others
-                    logger.warning("SLO %s: %s", tracked.slo.name, exc)
-                    statuses.append(_error_status(tracked, now,
-                                                  f"{type(exc).__name__}: {exc}"))
+            chunk = every[first:first + READ_AHEAD_SLOS]
+            self._refresh_groups(chunk, now)
+            # a split SLO's groups are read with it: one bulk read per range for all of them
+            self._prefetch([t for tracked in chunk
+                            for t in (tracked, *tracked.groups.values())], now)
+            statuses.extend(self._judge(tracked, now) for tracked in chunk)
             self._reader.clear()
         return statuses
+
+    def _judge(self, tracked: _Tracked, now: float) -> SloStatus:
+        """The SLO's status; a split SLO's with its groups' and their burn alerts."""
+        try:
+            status = self._evaluate(tracked, now)
+        except Exception as exc:  # one bad SLO must not stop the others
+            logger.warning("SLO %s: %s", tracked.slo.name, exc)
+            return _error_status(tracked, now, f"{type(exc).__name__}: {exc}")
+        if not self._split(tracked):
+            return status
+        groups = tuple(self._judge(group, now) for group in tracked.groups.values())
+        conditions = (*[c for c in status.conditions
+                        if c.labels.get("alertname") == NO_DATA_ALERT],
+                      *[c for g in groups for c in g.conditions])
+        state = (status.state if status.state is SloState.NO_DATA
+                 else SloState.BURNING if any(c.active for c in conditions) else SloState.OK)
+        return replace(status, state=state, conditions=conditions, groups=groups)
+
+    def _split(self, tracked: _Tracked) -> bool:
+        """Whether the SLO is judged per group: split, and its source lists groups."""
+        return splits(tracked.slo) and isinstance(self.source, GroupSource)
+
+    def _refresh_groups(self, chunk: Sequence[_Tracked], now: float) -> None:
+        """List the groups of the split SLOs among ``chunk`` (each GROUPS_REFRESH_SECONDS):
+        a group found for the first time is tracked from then on (its first tick loads its
+        history); one no longer found keeps being judged (its windows empty out)."""
+        for tracked in chunk:
+            if not self._split(tracked) or (tracked.groups_at is not None and
+                                            now - tracked.groups_at < GROUPS_REFRESH_SECONDS):
+                continue
+            assert isinstance(self.source, GroupSource)
+            slo = tracked.slo
+            tracked.groups_at = now
+            try:
+                found = self.source.group_values(slo, slo_period_start(slo, now), now)
+            except Exception as exc:  # keep the groups known; list them again next tick
+                logger.warning("SLO %s: listing its groups failed: %s", slo.name, exc)
+                tracked.groups_at = None
+                continue
+            groups = dict(tracked.groups)
+            for values in found:
+                group = group_of(slo, values)
+                if group not in groups:
+                    groups[group] = _track(group_slo(slo, group), slo.name, group)
+            tracked.groups = dict(sorted(groups.items()))
 
     def _prefetch(self, chunk: Sequence[_Tracked], now: float) -> None:
         """Every read these SLOs make this tick, asked of the source at once (a store reads
@@ -366,7 +425,7 @@ def _minutes_of(steps: StepArrays) -> npt.NDArray[np.int64]:
     return np.rint(steps.end / _MINUTE).astype(np.int64)
 
 
-def _track(slo: Slo) -> _Tracked:
+def _track(slo: Slo, name: str | None = None, group: Group = ()) -> _Tracked:
     windows = burn_windows(slo)
     seconds = sorted({s for w in windows for s in (w.long_seconds, w.short_seconds)}
                      | {slo.alerting.no_data_after_seconds})
@@ -380,7 +439,8 @@ def _track(slo: Slo) -> _Tracked:
         assert slo.timeslice_seconds is not None
         raw = EventHistory(round(slo.timeslice_seconds / _MINUTE) + 1, 1)
     return _Tracked(slo, windows, EventHistory(ring_minutes, period_hours), raw,
-                    window_seconds=tuple(seconds))
+                    window_seconds=tuple(seconds), name=slo.name if name is None else name,
+                    group=group)
 
 
 def _window(events: EventHistory, seconds: float, open_seconds: float) -> Counts:
@@ -454,28 +514,34 @@ def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, Wi
     tte = outlook.time_to_exhaustion_seconds
     tte = math.inf if math.isnan(tte) else tte
     conditions = [_burn_condition(slo, w, burns[w.long_seconds], burns[w.short_seconds],
-                                  remaining, tte, no_data)
+                                  remaining, tte, no_data, tracked.name, tracked.group)
                   for w in tracked.windows]
-    conditions.append(_no_data_condition(slo, no_data and watched))
+    if not tracked.group:  # a split SLO's no-data alert is the SLO's, as a whole
+        conditions.append(_no_data_condition(slo, no_data and watched))
     state = (SloState.NO_DATA if no_data
              else SloState.BURNING if any(c.active for c in conditions) else SloState.OK)
     return SloStatus(
-        slo.name, slo.service, slo.objective, str(slo.window), now, state,
+        tracked.name, slo.service, slo.objective, str(slo.window), now, state,
         1.0 - period.error_ratio, period.total, remaining, tte,
         tuple(sorted(burns.values(), key=lambda b: b.seconds)), tuple(conditions),
-        forecast=outlook)
+        forecast=outlook, group=tracked.group)
 
 
 def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: WindowBurn,
-                    remaining: float, tte: float, no_data: bool) -> AlertCondition:
+                    remaining: float, tte: float, no_data: bool, name: str,
+                    group: Group = ()) -> AlertCondition:
+    """``name`` is the SLO's (a group's copy is named apart); a group's alert carries its
+    labels (``slo.labels`` has them) and says so in its summary, as the generated rules'."""
     active = (not no_data and long.events > 0 and long.events >= slo.alerting.min_events
               and long.burn_rate > window.factor and short.burn_rate > window.factor)
     author = burn_alert(slo, window)
     labels = alert_labels(slo, window.severity.value, window.name, author.labels)
+    labels["slo"] = name
     labels["alertname"] = author.name
     what = "page" if window.severity is Severity.PAGE else "ticket"
     annotations = {
-        "summary": (f"SLO {slo.name} ({slo.objective:.4%} over {slo.window}) is burning its "
+        "summary": (f"SLO {name}{group_text(group)} ({slo.objective:.4%} over {slo.window}) "
+                    "is burning its "
                     f"error budget {_num(long.burn_rate)}x too fast over {long.window} "
                     f"({what} factor {window.factor:g}x)"),
         "burn_rate": _num(long.burn_rate),
@@ -505,8 +571,9 @@ def _no_data_condition(slo: Slo, no_data: bool) -> AlertCondition:
 
 def _error_status(tracked: _Tracked, now: float, error: str) -> SloStatus:
     slo = tracked.slo
-    return SloStatus(slo.name, slo.service, slo.objective, str(slo.window), now,
-                     SloState.ERROR, math.nan, 0.0, math.nan, math.inf, (), (), error)
+    return SloStatus(tracked.name, slo.service, slo.objective, str(slo.window), now,
+                     SloState.ERROR, math.nan, 0.0, math.nan, math.inf, (), (), error,
+                     group=tracked.group)
 
 
 def _num(value: float) -> str:

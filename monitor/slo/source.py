@@ -48,7 +48,13 @@ from monitor.slo.steps import (
 )
 from monitor.slo.thresholds import threshold_warnings
 from monitor.store.db import Store
-from monitor.store.queries import Selector, counter_series, histogram_series
+from monitor.store.queries import (
+    Selector,
+    counter_series,
+    histogram_series,
+    series_label_sets,
+)
+from monitor.store.request_events import RequestFilter, distinct_request_label_sets
 
 
 class StoreSliSource:
@@ -75,6 +81,20 @@ class StoreSliSource:
         """Targets whose stored buckets lack the SLO's latency threshold, and the SLI bounds
         that implies (``monitor.slo.thresholds``)."""
         return threshold_warnings(self.store, slo, start, end)
+
+    def group_values(self, slo: Slo, start: float, end: float) -> list[dict[str, str]]:
+        """A split SLO's groups: the values of its grouping labels among the stored series of
+        its total counter (a ratio SLI: every series stored, as Prometheus' ``sum by`` has a
+        group for each series in range; one with no events in a window is not judged there),
+        or among its request events from ``start`` to ``end`` (a goodput SLI)."""
+        sli = slo.sli
+        if isinstance(sli, RatioSli):
+            total = schema.get_spec(sli.total.metric).exposed_name
+            return series_label_sets(self.store, total, slo.grouping, sli.total.labels)
+        if isinstance(sli, GoodputSli):
+            return distinct_request_label_sets(self.store.engine, slo.grouping, RequestFilter(
+                start, end, model=sli.model, tenant=sli.tenant, slo_class=sli.slo_class))
+        raise ValueError(f"SLO {slo.name}: a {sli.kind} SLI is not judged per group")
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
         selector = Selector(slo.selector.target, slo.selector.labels)
@@ -176,6 +196,15 @@ class MinuteArraySource:
 
     def read(self, slo: Slo, start: float, end: float, step: float) -> list[Step]:
         return self.read_arrays(slo, start, end, step).steps()
+
+    def group_values(self, slo: Slo, start: float, end: float) -> list[dict[str, str]]:
+        """A split SLO's groups: the series named ``NAME/tenant=busy`` (``monitor.slo.groups``)."""
+        found = []
+        for name in self._cumulative:
+            head, _, tail = name.partition("/")
+            if head == slo.name and tail:
+                found.append(dict(pair.split("=", 1) for pair in tail.split(",")))
+        return found
 
     def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
         rows = self._cumulative[slo.name]

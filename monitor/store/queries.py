@@ -239,12 +239,23 @@ def select_targets(conn: Connection, selector: Selector) -> dict[int, str]:
             if selector.matches(name, labels or {})}
 
 
-def select_series(conn: Connection, metric: str, kind: SeriesKind,
-                  where: Mapping[str, str] | None = None) -> dict[int, SeriesKey]:
-    """Series of a full key (``name{labels}``) or of every label set of a name, kept when
-    their labels include ``where``."""
+SeriesRow = tuple[int, str, str]  # id, key, kind (a SeriesKind value)
+
+
+def series_rows(conn: Connection, metric: str) -> list[SeriesRow]:
+    """The stored series of a full key (``name{labels}``) or of every label set of a name."""
     column = Series.key if "{" in metric else Series.name
     found = conn.execute(select(Series.id, Series.key, Series.kind).where(column == metric))
+    return [(series_id, key, kind) for series_id, key, kind in found]
+
+
+def select_series(conn: Connection, metric: str, kind: SeriesKind,
+                  where: Mapping[str, str] | None = None,
+                  rows: Sequence[SeriesRow] | None = None) -> dict[int, SeriesKey]:
+    """Series of a full key (``name{labels}``) or of every label set of a name, kept when
+    their labels include ``where``; from ``rows`` (``series_rows`` of ``metric``, read
+    before) when given."""
+    found = series_rows(conn, metric) if rows is None else rows
     series: dict[int, SeriesKey] = {}
     for series_id, key, stored_kind in found:
         if stored_kind != kind:
@@ -267,6 +278,19 @@ def series_label_values(store: Store, metric: str, label: str,
                   if label in (labels or {})
                   and all(labels.get(k) == v for k, v in (where or {}).items())}
     return sorted(values)
+
+
+def series_label_sets(store: Store, metric: str, labels: Sequence[str],
+                      where: Mapping[str, str] | None = None) -> list[dict[str, str]]:
+    """The distinct values of ``labels`` together (one dict each) among the stored series of
+    ``metric`` (an exposed name) whose labels include ``where``, sorted; a series lacking one
+    of ``labels`` is left out. One query of the series table."""
+    with read_connection(store.engine) as conn:
+        found = conn.execute(select(Series.labels).where(Series.name == metric))
+        sets = {tuple(series[k] for k in labels) for series, in found
+                if all(k in (series or {}) for k in labels)
+                and all(series.get(k) == v for k, v in (where or {}).items())}
+    return [dict(zip(labels, values, strict=True)) for values in sorted(sets)]
 
 
 def _prepare(conn: Connection, selector: Selector, metric: str, kind: SeriesKind,

@@ -96,6 +96,18 @@ def distinct_request_labels(engine: Engine, label: str, where: RequestFilter) ->
         return [value for value, in conn.execute(query)]
 
 
+def distinct_request_label_sets(engine: Engine, labels: Sequence[str],
+                                where: RequestFilter) -> list[dict[str, str]]:
+    """The distinct values of ``labels`` together (model, tenant, slo_class) among the events
+    ``where`` selects, sorted (one DISTINCT query)."""
+    if bad := [k for k in labels if k not in ("model", "tenant", "slo_class")]:
+        raise ValueError(f"labels among model, tenant, slo_class, not {bad}")
+    columns = [getattr(RequestEventRecord, k) for k in labels]
+    query = select(*columns).where(*where.clauses()).distinct().order_by(*columns)
+    with engine.connect() as conn:
+        return [dict(zip(labels, row, strict=True)) for row in conn.execute(query)]
+
+
 def prune_request_events(conn: Connection, cutoff: float) -> int:
     """Delete the events that arrived at or before ``cutoff``; returns how many."""
     return conn.execute(delete(RequestEventRecord)
