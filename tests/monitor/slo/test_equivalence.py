@@ -108,7 +108,7 @@ def input_series(increments: dict[str, np.ndarray]) -> list[tuple[str, str]]:
     ]
 
 
-def rules_without_annotations(slos: tuple[Slo, Slo]) -> str:
+def rules_without_annotations(slos: tuple[Slo, ...]) -> str:
     document = yaml.safe_load(rules.generate_rules(list(slos)))
     for group in document["groups"]:
         for rule in group["rules"]:
