@@ -10,14 +10,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import event
 
+from monitor.alerting.book import AlertBook, AlertState
+from monitor.alerting.loop import AlertingLoop
 from monitor.api.convert import slo_out
 from monitor.slo.evaluator import SloEvaluator, SloState
 from monitor.slo.loaders import load_slos
-from monitor.slo.source import StoreSliSource
+from monitor.slo.source import MinuteArraySource, StoreSliSource
 from monitor.slo.spec import Slo
+from monitor.slo.steps import StepArrays
 from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT
 from monitor.store import Store, by_target
 from tests.monitor.slo.test_breakdown import NOW, gateway_scrape
@@ -127,3 +131,51 @@ def test_fifty_tenants_cost_the_store_the_queries_of_three(
     three, fifty, whole = queries(3), queries(50), queries(50, split=False)
     assert three == fifty, (three, fifty)
     assert fifty[0] == whole[0] + 1 and fifty[1] == whole[1], (fifty, whole)
+
+
+class Flaky(MinuteArraySource):
+    """Per-minute series whose reads of the SLOs named in ``broken`` fail."""
+
+    broken: frozenset[str] = frozenset()
+
+    def read_arrays(self, slo: Slo, start: float, end: float, step: float) -> StepArrays:
+        if slo.name in self.broken:
+            raise OSError(f"{slo.name}: the store went away")
+        return super().read_arrays(slo, start, end, step)
+
+
+def test_the_alert_loop_pages_the_busy_tenant_and_freezes_a_tenant_it_cannot_read() -> None:
+    """Through the alerting loop: the busy tenant's pages are firing with its label, the
+    others have none; when its group cannot be read, its alerts stay as they were (not
+    resolved), as an unreadable SLO's do."""
+    slo = per_tenant_slo()
+    minutes = 2 * 1440
+    has = np.ones(minutes, dtype=bool)
+    busy = np.full(minutes, 20.0)
+    busy_good = busy.copy()
+    busy_good[-10:] = 0.0  # the last 10 minutes all bad
+    fine = np.full(minutes, 20.0)
+    series = {f"{slo.name}/tenant=busy": (busy_good, busy, has),
+              f"{slo.name}/tenant=fine": (fine, fine, has),
+              slo.name: (busy_good + fine, busy + fine, has)}
+    source = Flaky(0, series)
+    loop = AlertingLoop(SloEvaluator([slo], source, settle_seconds=0), AlertBook(), None)
+    now = minutes * 60.0
+    loop.evaluate(now)
+
+    def firing() -> list[tuple[str, str, str]]:
+        return sorted((a.labels["tenant"], a.labels["severity"], a.labels["window"])
+                      for a in loop.book.alerts() if a.state is AlertState.FIRING)
+
+    assert firing() == [("busy", "page", "1h/5m")]  # 10 of 60 minutes bad: 16.7x
+    source.broken = frozenset({f"{slo.name}/tenant=busy"})
+    loop.evaluate(now + 60)
+    (status,) = loop.statuses
+    assert [g.state for g in status.groups] == [SloState.ERROR, SloState.OK]
+    assert firing() == [("busy", "page", "1h/5m")]  # 10 of 60 minutes bad: 16.7x
+    source.broken = frozenset()
+    series[f"{slo.name}/tenant=busy"] = (busy, busy, has)  # all good again: resolves
+    loop = AlertingLoop(SloEvaluator([slo], MinuteArraySource(0, series), settle_seconds=0),
+                        loop.book, None)
+    loop.evaluate(now + 120)
+    assert firing() == []
