@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from sqlalchemy import event
 
@@ -155,9 +156,10 @@ def test_the_alert_loop_pages_the_busy_tenant_and_freezes_a_tenant_it_cannot_rea
     busy_good = busy.copy()
     busy_good[-10:] = 0.0  # the last 10 minutes all bad
     fine = np.full(minutes, 20.0)
-    series = {f"{slo.name}/tenant=busy": (busy_good, busy, has),
-              f"{slo.name}/tenant=fine": (fine, fine, has),
-              slo.name: (busy_good + fine, busy + fine, has)}
+    series: dict[str, tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike]] = {
+        f"{slo.name}/tenant=busy": (busy_good, busy, has),
+        f"{slo.name}/tenant=fine": (fine, fine, has),
+        slo.name: (busy_good + fine, busy + fine, has)}
     source = Flaky(0, series)
     loop = AlertingLoop(SloEvaluator([slo], source, settle_seconds=0), AlertBook(), None)
     now = minutes * 60.0
