@@ -105,7 +105,7 @@ class _TargetReads:
         for key in {key for slo in slos for key in _counter_keys(slo)}:
             try:
                 if key[0] not in by_name:
-                    by_name[key[0]] = series_rows(conn, key[0])
+                    by_name[key[0]] = series_rows(conn, key[0], with_labels=True)
                 series[key] = select_series(conn, key[0], SeriesKind.COUNTER, dict(key[1]),
                                             rows=by_name[key[0]])
             except ValueError as exc:  # the SLOs naming it fail as their own read would

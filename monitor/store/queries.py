@@ -239,14 +239,17 @@ def select_targets(conn: Connection, selector: Selector) -> dict[int, str]:
             if selector.matches(name, labels or {})}
 
 
-SeriesRow = tuple[int, str, str]  # id, key, kind (a SeriesKind value)
+# id, key, kind (a SeriesKind value), and the key's labels when read ``with_labels``
+SeriesRow = tuple[int, str, str, Mapping[str, str] | None]
 
 
-def series_rows(conn: Connection, metric: str) -> list[SeriesRow]:
-    """The stored series of a full key (``name{labels}``) or of every label set of a name."""
+def series_rows(conn: Connection, metric: str, with_labels: bool = False) -> list[SeriesRow]:
+    """The stored series of a full key (``name{labels}``) or of every label set of a name;
+    ``with_labels``: each key's labels parsed once, for rows filtered many times."""
     column = Series.key if "{" in metric else Series.name
     found = conn.execute(select(Series.id, Series.key, Series.kind).where(column == metric))
-    return [(series_id, key, kind) for series_id, key, kind in found]
+    return [(series_id, key, kind, split_key(key)[1] if with_labels else None)
+            for series_id, key, kind in found]
 
 
 def select_series(conn: Connection, metric: str, kind: SeriesKind,
@@ -257,11 +260,11 @@ def select_series(conn: Connection, metric: str, kind: SeriesKind,
     before) when given."""
     found = series_rows(conn, metric) if rows is None else rows
     series: dict[int, SeriesKey] = {}
-    for series_id, key, stored_kind in found:
+    for series_id, key, stored_kind, parsed in found:
         if stored_kind != kind:
             raise ValueError(f"{key} is a {stored_kind}, not a {kind}")
         if where:
-            labels = split_key(key)[1]
+            labels = split_key(key)[1] if parsed is None else parsed
             if any(labels.get(k) != v for k, v in where.items()):
                 continue
         series[series_id] = key
