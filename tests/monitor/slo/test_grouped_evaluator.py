@@ -26,7 +26,8 @@ from monitor.slo.spec import Slo
 from monitor.slo.steps import StepArrays
 from monitor.slo.windows import BURN_ALERT, NO_DATA_ALERT
 from monitor.store import Store, by_target
-from tests.monitor.slo.test_breakdown import NOW, gateway_scrape
+from monitor.store.request_events import write_request_events
+from tests.monitor.slo.test_breakdown import NOW, events, gateway_scrape
 from tests.monitor.slo.test_rules import ROOT
 
 
@@ -208,3 +209,19 @@ def test_many_counters_read_per_series_equal_their_columns(
         np.testing.assert_allclose(steps.good, other.good)
         np.testing.assert_allclose(steps.total, other.total)
         np.testing.assert_array_equal(steps.has_data, other.has_data)
+
+
+def test_a_goodput_slo_split_by_tenant_pages_from_the_request_events(store: Store) -> None:
+    """A goodput SLI (the stored request events) split the same way: its groups are the
+    tenants of the period's events."""
+    write_request_events(store.engine, events("busy", 200, 100) + events("quiet", 5, 5)
+                         + events("fine", 100, 0))
+    slo = Slo.model_validate({"name": "chat-goodput", "objective": 0.99, "window": "30d",
+                              "sli": {"kind": "goodput"}, "grouping": ["tenant"]})
+    (status,) = SloEvaluator([slo], StoreSliSource(store), settle_seconds=0).tick(NOW)
+    assert status.events == 305
+    assert [(dict(g.group)["tenant"], g.events) for g in status.groups] == [
+        ("busy", 200), ("fine", 100), ("quiet", 5)]
+    firing = sorted((c.labels["tenant"], c.labels["window"]) for c in status.conditions
+                    if c.active and c.labels["severity"] == "page")
+    assert firing == [("busy", "1h/5m"), ("busy", "6h/30m")]  # quiet: 5 < 100 events
