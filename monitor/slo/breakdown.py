@@ -10,8 +10,8 @@ gate in a long window never pages, and a tenant burning its budget pages on its 
 ``slo_by_group`` (``GET /api/v1/requests/slo``) finds the values itself: those of the stored
 request events in the SLO's period for a goodput SLI, those of the stored series of its total
 counter for a ratio SLI (e.g. an SLO split with ``grouping: [tenant]`` over the gateway's
-counters, whose per-tenant pages come from the generated rules), keeping the values with
-events in the period.
+counters, which the service's evaluator pages per tenant: ``monitor.slo.groups``), keeping
+the values with events in the period.
 """
 
 from __future__ import annotations
