@@ -53,6 +53,7 @@ class ConditionRow:
     burn_rate_long: str
     burn_rate_short: str
     active: bool
+    group: str = ""  # a split SLO's group: "tenant=busy"
 
 
 @dataclass
@@ -103,8 +104,10 @@ def slo_detail(state: ServiceState, name: str) -> SloDetail | None:
         ConditionRow(c.labels.get("alertname", ""), c.labels.get("severity", ""),
                      c.labels.get("window", ""), c.annotations["factor"],
                      c.annotations.get("burn_rate", ""),
-                     c.annotations.get("burn_rate_short", ""), c.active)
-        for c in status.conditions if "factor" in c.annotations]
+                     c.annotations.get("burn_rate_short", ""), c.active,
+                     ", ".join(f"{k}={v}" for k, v in g.group))
+        for g in (status.groups or (status,)) for c in g.conditions
+        if "factor" in c.annotations]
     mine = [a for a in alerts(state) if a.labels.get("slo") == name]
     slo = state.slo(name)
     history = None if slo is None else slo_history(state, name, slo.window.nominal_seconds,
