@@ -33,6 +33,8 @@ SALT_ENV: Final = "INFERWATCH_GATEWAY_SALT"
 OTLP_ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 OTLP_INTERVAL_ENV: Final = "OTEL_METRIC_EXPORT_INTERVAL"  # milliseconds
 OTLP_TEMPORALITY_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+_FD_CEILING: Final = 1 << 20
+_FD_WARN_BELOW: Final = 4096
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -165,6 +167,26 @@ def _open_store(url: str | None) -> Store | None:
     return store
 
 
+def _raise_fd_limit() -> None:
+    """Each stream holds two sockets (client, upstream): lift the soft file limit to the
+    hard one, as a default soft limit of 1024 would cap the gateway near 500 streams."""
+    try:
+        import resource
+    except ImportError:  # not on this platform: its own limits apply
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = _FD_CEILING if hard == resource.RLIM_INFINITY else min(hard, _FD_CEILING)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (OSError, ValueError) as exc:
+            log.warning("cannot raise the open-file limit from %d: %s", soft, exc)
+    if soft != resource.RLIM_INFINITY and soft < _FD_WARN_BELOW:
+        log.warning("open-file limit %d: the gateway holds at most ~%d streams at once",
+                    soft, soft // 2 - 20)
+
+
 def _serve(args: argparse.Namespace, gateway: Gateway, sink: StoreSink | None) -> int:
     config = gateway.config
     try:
@@ -173,6 +195,7 @@ def _serve(args: argparse.Namespace, gateway: Gateway, sink: StoreSink | None) -
         print(f"inferwatch gateway: cannot listen on {args.host}:{args.port}: {exc}",
               file=sys.stderr)
         return 1
+    _raise_fd_limit()
     host, port = sock.getsockname()[:2]
     print(f"gateway: http://{host}:{port} -> {config.upstream} (its own /metrics at "
           f"http://{host}:{port}/metrics, OTLP/HTTP traces at http://{host}:{port}/v1/traces)",

@@ -3,7 +3,9 @@
 A plain ASGI callable rather than a framework route: the hot path is read body -> send
 upstream -> forward each chunk as it arrives, and a watcher on ``receive`` notices a client
 that goes away while the upstream is silent, so the upstream request is aborted at once (the
-connection is closed, which vLLM and the reference server take as an abort).
+connection is closed, which vLLM and the reference server take as an abort). The upstream
+side is aiohttp (its HTTP parser and stream reader are C): per chunk, httpx's read path (anyio
+cancel scopes, h11) cost the gateway about as much as all the rest (docs/benchmarks.md).
 
 POST /v1/chat/completions and /v1/completions are measured and judged; every other path
 (/v1/models, /health, ...) is passed through unmeasured. GET /metrics is the gateway's own,
@@ -19,10 +21,12 @@ import logging
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, Final
+from urllib.parse import quote
 
-import httpx
+import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.types import Message, Receive, Scope, Send
+from yarl import URL
 
 from monitor.gateway.config import GatewayConfig
 from monitor.gateway.events import EventSink, RequestEvent
@@ -37,6 +41,9 @@ MEASURED_PATHS: Final = frozenset({"/v1/chat/completions", "/v1/completions"})
 _HOP_BY_HOP: Final = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
     b"trailer", b"transfer-encoding", b"upgrade", b"host", b"content-length"})
+_NO_AUTO_HEADERS: Final = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+_KEEPALIVE_SECONDS: Final = 4.0
+_NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 _UNKNOWN_MODEL: Final = "unknown"
 _MAX_MODELS: Final = 1000
 
@@ -66,22 +73,32 @@ class Gateway:
         self.identify = TenantIdentifier(config.tenant_salt, config.tenant_header)
         self.sinks = list(sinks)
         self.otlp = OtlpReceiver(registry, config.slo_classes, self._finish)
-        self._client: httpx.AsyncClient | None = None
+        self._client: aiohttp.ClientSession | None = None
         self._models_ok: set[str] = set()  # answered with success at least once
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> aiohttp.ClientSession:
         if self._client is None:  # made on first use: it belongs to the serving event loop
             t = self.config.timeout_seconds
-            self._client = httpx.AsyncClient(
-                base_url=self.config.upstream, timeout=httpx.Timeout(t, connect=min(t, 10.0)),
-                trust_env=False,  # straight to the upstream, never through an env proxy
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+            connector = aiohttp.TCPConnector(
+                limit=0,  # no cap on upstream connections: one per stream in flight
+                # under the keep-alive of uvicorn-based engines (vLLM's 5 s), so a pooled
+                # connection is not reused just as the engine closes it
+                keepalive_timeout=_KEEPALIVE_SECONDS)
+            self._client = aiohttp.ClientSession(
+                connector=connector,
+                # silence before the answer and between chunks; connect within 10 s at most
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(t, 10.0),
+                                              sock_read=t),
+                auto_decompress=False,  # bytes pass as they came
+                cookie_jar=aiohttp.DummyCookieJar(),  # never one client's cookie to another
+                skip_auto_headers=_NO_AUTO_HEADERS,  # the client's headers, not aiohttp's
+                trust_env=False)  # straight to the upstream, never through an env proxy
         return self._client
 
     async def aclose(self) -> None:
         if self._client is not None:
-            await self._client.aclose()
+            await self._client.close()
             self._client = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -147,7 +164,7 @@ class Gateway:
             return
         started = False
         try:
-            event.upstream_status = status = response.status_code
+            event.upstream_status = status = response.status
             if status >= 400 or not event.stream:
                 await self._forward_whole(response, send, event)
                 return
@@ -161,17 +178,19 @@ class Gateway:
             await self._forward_stream(response, send, timing, meter)
             # An engine that fails mid-stream can only say so in an SSE error event.
             event.outcome = "ok" if timing.stream_error is None else "error"
-        except httpx.TimeoutException:
+        except TimeoutError:
             event.outcome = "timeout"
             await self._fail(send, event, started, UpstreamFailure(
                 504, "upstream_timeout", f"upstream {self.config.upstream} silent for "
                 f"{self.config.timeout_seconds:g} s"))
-        except httpx.TransportError as exc:
+        except aiohttp.ClientError as exc:
             event.outcome = "error"
             await self._fail(send, event, started, UpstreamFailure(
                 502, "upstream_error", f"upstream {self.config.upstream} broke off: {exc!r}"))
         finally:
-            await response.aclose()  # unfinished: closes the connection, the upstream aborts
+            # Read to the end, the connection went back to the pool already; unfinished, it
+            # is closed, which the upstream takes as an abort.
+            response.close()
 
     async def _fail(self, send: Send, event: RequestEvent, started: bool,
                     failure: UpstreamFailure) -> None:
@@ -185,11 +204,11 @@ class Gateway:
         await send({"type": "http.response.body", "body": b"data: " + body + b"\n\n",
                     "more_body": False})
 
-    async def _forward_whole(self, response: httpx.Response, send: Send,
+    async def _forward_whole(self, response: aiohttp.ClientResponse, send: Send,
                              event: RequestEvent) -> None:
         """An error or an answer not streamed: read whole, then sent as it came."""
-        status = response.status_code
-        content = b"".join([data async for data in response.aiter_raw()])
+        status = response.status
+        content = await response.read()
         event.timing.first_token_at = time.perf_counter()  # what a client sees: the body
         if status < 400 and not _encoded(response):
             event.timing.read_body(_json_object(content))
@@ -197,9 +216,9 @@ class Gateway:
         event.status = status
         await _respond(send, status, content, headers=_response_headers(response))
 
-    async def _forward_stream(self, response: httpx.Response, send: Send,
+    async def _forward_stream(self, response: aiohttp.ClientResponse, send: Send,
                               timing: RequestTiming, meter: StreamMeter | None) -> None:
-        async for data in response.aiter_raw():
+        async for data in response.content.iter_any():
             now = time.perf_counter()
             if meter is not None:
                 data = meter.feed(data, now)
@@ -232,36 +251,45 @@ class Gateway:
             return
         try:
             headers = _response_headers(response, keep_length=True)
-            await send({"type": "http.response.start", "status": response.status_code,
+            await send({"type": "http.response.start", "status": response.status,
                         "headers": headers})
-            async for data in response.aiter_raw():
+            async for data in response.content.iter_any():
                 await send({"type": "http.response.body", "body": data, "more_body": True})
-        except httpx.HTTPError as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             log.warning("upstream broke off %s: %r", scope["path"], exc)
         finally:
-            await response.aclose()
+            response.close()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _send_upstream(self, scope: Scope, body: bytes, identity: bool
-                             ) -> httpx.Response:
-        headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP
-                   and not (identity and k == b"accept-encoding")]
+                             ) -> aiohttp.ClientResponse:
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]
+                   if k not in _HOP_BY_HOP and not (identity and k == b"accept-encoding")]
         if identity:  # chunks must be readable as they pass: no compression
-            headers.append((b"accept-encoding", b"identity"))
-        url = httpx.URL(path=scope["path"], query=scope.get("query_string", b""))
-        request = self.client.build_request(scope["method"], url, headers=headers,
-                                            content=body)
+            headers.append(("accept-encoding", "identity"))
         try:
-            return await self.client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
+            return await self.client.request(
+                scope["method"], self._url(scope), headers=headers,
+                data=body if body or scope["method"] not in _NO_BODY_METHODS else None,
+                allow_redirects=False)  # a redirect is the client's to follow
+        except TimeoutError as exc:
             raise UpstreamFailure(504, "upstream_timeout",
                                   f"upstream {self.config.upstream} did not answer within "
                                   f"{self.config.timeout_seconds:g} s ({type(exc).__name__})"
                                   ) from None
-        except httpx.TransportError as exc:
+        except aiohttp.ClientError as exc:
             raise UpstreamFailure(502, "upstream_unreachable",
                                   f"upstream {self.config.upstream} unreachable: {exc!r}"
                                   ) from None
+
+    def _url(self, scope: Scope) -> URL:
+        """The upstream's base URL (its path a prefix) and the request's path as sent."""
+        raw_path: bytes | None = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else quote(scope["path"])
+        query: bytes = scope.get("query_string", b"")
+        if query:
+            path += "?" + query.decode("latin-1")
+        return URL(self.config.upstream.rstrip("/") + path, encoded=True)
 
 
 def _ask_for_usage(payload: dict[str, Any], body: bytes) -> tuple[bytes, bool]:
@@ -340,14 +368,14 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _encoded(response: httpx.Response) -> bool:
+def _encoded(response: aiohttp.ClientResponse) -> bool:
     encoding: str = response.headers.get("content-encoding", "identity")
     return encoding != "identity"
 
 
-def _response_headers(response: httpx.Response, keep_length: bool = False
+def _response_headers(response: aiohttp.ClientResponse, keep_length: bool = False
                       ) -> list[tuple[bytes, bytes]]:
-    return [(k, v) for k, v in response.headers.raw
+    return [(k, v) for k, v in response.raw_headers
             if k.lower() not in _HOP_BY_HOP or (keep_length and k.lower() == b"content-length")]
 
 

@@ -1,4 +1,5 @@
-"""`inferwatch gateway` refuses a bad configuration before it listens."""
+"""`inferwatch gateway` refuses a bad configuration before it listens, and lifts its open-file
+limit to hold many streams."""
 
 from __future__ import annotations
 
@@ -72,3 +73,21 @@ def test_a_bad_opentelemetry_variable_is_named_in_the_error(name: str, value: st
     with pytest.raises(ValueError, match=name):
         _otlp([], {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://c:4318/v1/metrics",
                    name: value})
+
+
+def test_the_open_file_limit_is_raised_to_hold_many_streams():
+    # Two sockets a stream: a soft limit of 1024 would cap the gateway near 500 streams.
+    import resource
+
+    from monitor.gateway.cli import _raise_fd_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 1024:
+        pytest.skip(f"hard open-file limit {hard}: nothing to raise to")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        _raise_fd_limit()
+        raised = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert raised == (1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20))

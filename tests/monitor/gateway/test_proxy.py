@@ -168,6 +168,19 @@ def test_chunks_of_a_kept_alive_connection_are_not_held_back(through: Through):
     assert len(gaps) == 3 and min(gaps) > 0.03, gaps
 
 
+def test_upstream_connections_are_kept_alive_across_requests(through: Through):
+    # A stream read to its end gives its connection back to the pool: one connection
+    # serves requests one after another, streamed or not, errors included.
+    for stream in (True, False, True, True):
+        assert httpx.post(through.url + CHAT, json=chat_body(stream), timeout=10).is_success
+    through.upstream.script.status = 429
+    assert httpx.post(through.url + CHAT, json=chat_body(), timeout=10).status_code == 429
+    through.upstream.script.status = 200
+    assert httpx.post(through.url + CHAT, json=chat_body(), timeout=10).is_success
+    assert len(through.upstream.peers) == 6 and len(set(through.upstream.peers)) == 1, \
+        through.upstream.peers
+
+
 def test_concurrent_requests_are_each_counted_once_as_ok(through: Through):
     # uvicorn answers receive() with http.disconnect as soon as a response is complete: the
     # disconnect watcher must not take that for a client going away.

@@ -36,8 +36,11 @@ class Upstream:
     script: Script = field(default_factory=Script)
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    peers: list[int] = field(default_factory=list)  # the client port of each request
     finished: int = 0  # streams sent to the end
     cut: int = 0  # streams stopped because the client went away
+    streaming: int = 0  # streams open now
+    peak_streaming: int = 0  # the most open at once
 
     def app(self) -> Starlette:
         return Starlette(routes=[
@@ -53,6 +56,7 @@ class Upstream:
         body = await request.json()
         self.bodies.append(body)
         self.headers.append(dict(request.headers))
+        self.peers.append(request.client.port if request.client else -1)
         script = self.script
         await asyncio.sleep(script.answer_delay)
         if script.status != 200:
@@ -73,6 +77,8 @@ class Upstream:
     async def _stream(self, chat: bool, usage: bool) -> AsyncIterator[bytes]:
         script = self.script
         done = False
+        self.streaming += 1
+        self.peak_streaming = max(self.peak_streaming, self.streaming)
         try:
             await asyncio.sleep(script.first_delay)
             total = script.num_reasoning + script.num_chunks
@@ -97,6 +103,7 @@ class Upstream:
             yield b"data: [DONE]\n\n"
             done = True
         finally:
+            self.streaming -= 1
             if done:
                 self.finished += 1
             else:
