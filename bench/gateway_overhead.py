@@ -3,12 +3,13 @@
 The upstream streams a fixed script (first token after --first-ms, then --chunks chunks every
 --interval-ms), so what the gateway adds stands out of a flat baseline. Upstream and each
 gateway run in their own process (the gateway as `python -m monitor.cli gateway`, as users run
-it); the client here sends --requests requests at --concurrency per arm and times each chunk
-as it arrives. Arms alternate over --rounds rounds (direct, through, through, direct, ...) so
-drift and neighbours' load fall on all. Printed side by side: TTFT and ITL p50/p99, the
-difference through - direct, the gateway's CPU seconds per request (its process's utime +
-stime from /proc, over its arms) and so the requests one core of it serves per second, and
-whether its own counters metered every request and token the client saw.
+it); the client here (aiohttp, on uvloop where installed) sends --requests requests at
+--concurrency per arm and times each chunk as it arrives. Arms alternate over --rounds rounds
+(direct, through, through, direct, ...) so drift and neighbours' load fall on all. Printed
+side by side: TTFT and ITL p50/p99, the difference through - direct, the gateway's CPU
+seconds per request (its process's utime + stime from /proc, over its arms) and so the
+requests one core of it serves per second, and whether its own counters metered every request
+and token the client saw.
 
 --gateway REV,HTTP,LOOP (repeatable) puts more gateways side by side: REV is `worktree` (this
 checkout) or a git revision (its monitor/ and exporters/ run from a temporary copy), HTTP and
@@ -17,8 +18,7 @@ LOOP uvicorn's --http and --loop (auto: httptools and uvloop where installed).
     python -m bench.gateway_overhead
     python -m bench.gateway_overhead --requests 400 --concurrency 16 --json bench/out/gw.json
     python -m bench.gateway_overhead --gateway dad0f65,h11,asyncio --gateway worktree,auto,auto
-    python -m bench.gateway_overhead --concurrency 200 --requests 400 --rounds 1 \
-        --interval-ms 50
+    python -m bench.gateway_overhead --concurrency 200 --requests 1000 --interval-ms 50
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
@@ -94,21 +95,21 @@ class Samples:
     seconds: float = 0.0  # wall time of this arm's runs
 
 
-async def one_request(client: httpx.AsyncClient, url: str, samples: Samples) -> None:
+async def one_request(session: aiohttp.ClientSession, url: str, samples: Samples) -> None:
     body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     sent = time.perf_counter()
     arrivals: list[float] = []
     tail = b""
     try:
-        async with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
-            async for data in response.aiter_raw():
+        async with session.post(url + "/v1/chat/completions", json=body) as response:
+            async for data in response.content.iter_any():
                 now = time.perf_counter()
                 arrivals += [now] * data.count(b'"content":"tok')
                 tail = (tail + data)[-32:]
-    except httpx.HTTPError:
+    except (aiohttp.ClientError, TimeoutError):
         samples.failed += 1
         return
-    if response.status_code != 200 or not arrivals or b"[DONE]" not in tail:
+    if response.status != 200 or not arrivals or b"[DONE]" not in tail:
         samples.failed += 1
         return
     samples.completed += 1
@@ -117,18 +118,30 @@ async def one_request(client: httpx.AsyncClient, url: str, samples: Samples) -> 
     samples.itl += [b - a for a, b in zip(arrivals, arrivals[1:])]
 
 
-async def run_arm(url: str, num_requests: int, concurrency: int, samples: Samples) -> None:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+async def _run_arm(url: str, num_requests: int, concurrency: int, samples: Samples) -> None:
+    # aiohttp on uvloop: the lightest client at hand, so that at high concurrency the
+    # client's own cost weighs little on either arm
+    connector = aiohttp.TCPConnector(limit=concurrency)
     started = time.perf_counter()
-    async with httpx.AsyncClient(timeout=60, limits=limits, trust_env=False) as client:
+    async with aiohttp.ClientSession(connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=60)) as session:
         queue = iter(range(num_requests))
 
         async def worker() -> None:
             for _ in queue:
-                await one_request(client, url, samples)
+                await one_request(session, url, samples)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     samples.seconds += time.perf_counter() - started
+
+
+def run_arm(url: str, num_requests: int, concurrency: int, samples: Samples) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_run_arm(url, num_requests, concurrency, samples))
+        return
+    uvloop.run(_run_arm(url, num_requests, concurrency, samples))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -303,7 +316,7 @@ def measure(args: argparse.Namespace, upstream: str, up_pid: int, arms: list[Gat
             ) -> dict[str, Any]:
     """Warm every path, then the alternating arms; the report of them."""
     for url in (upstream, *(arm.url for arm in arms)):  # connections, first-call costs
-        asyncio.run(run_arm(url, args.concurrency * 2, min(args.concurrency, 32), Samples()))
+        run_arm(url, args.concurrency * 2, min(args.concurrency, 32), Samples())
     direct = Samples()
     meter, started = OtherCpuMeter(), time.perf_counter()
     up_before = cpu_seconds(up_pid)
@@ -312,10 +325,10 @@ def measure(args: argparse.Namespace, upstream: str, up_pid: int, arms: list[Gat
     for r in range(args.rounds):
         for arm in (order if r % 2 == 0 else order[::-1]):
             if arm is None:
-                asyncio.run(run_arm(upstream, args.requests, args.concurrency, direct))
+                run_arm(upstream, args.requests, args.concurrency, direct)
                 continue
             before, counted = cpu_seconds(arm.pid), metered(arm.url)
-            asyncio.run(run_arm(arm.url, args.requests, args.concurrency, arm.samples))
+            run_arm(arm.url, args.requests, args.concurrency, arm.samples)
             arm.cpu += cpu_seconds(arm.pid) - before
             time.sleep(0.2)  # each request is counted after its last byte
             for key, value in metered(arm.url).items():

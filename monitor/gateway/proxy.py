@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -117,7 +117,7 @@ class Gateway:
         body = await _read_body(receive)
         tracked = _TrackedSend(send)
         if scope["method"] == "POST" and scope["path"] in MEASURED_PATHS:
-            work: Awaitable[None] = self._measured(scope, body, tracked, arrived_at)
+            work: Coroutine[Any, Any, None] = self._measured(scope, body, tracked, arrived_at)
         else:
             work = self._passthrough(scope, body, tracked)
         await _until_disconnect(work, receive, tracked)
@@ -318,26 +318,33 @@ class _TrackedSend:
         await self._send(message)
 
 
-async def _until_disconnect(work: Awaitable[None], receive: Receive, sent: _TrackedSend
-                            ) -> None:
-    """Run ``work``; cancel it if the client disconnects before its response is complete."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(receive))
+async def _until_disconnect(work: Coroutine[Any, Any, None], receive: Receive,
+                            sent: _TrackedSend) -> None:
+    """Run ``work`` in this task; cancel it if the client disconnects before its response is
+    complete. The watcher is the second task, not the work: the work starts at once, with no
+    task to make and no turn of the loop on the way to the upstream."""
+    current = asyncio.current_task()
+    assert current is not None  # an ASGI app always runs in a task
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        await _disconnected(receive)
+        if not sent.complete:
+            gone = True
+            current.cancel()  # the client went away: the work's cleanup aborts the upstream
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-        if not task.done() and not sent.complete:
-            task.cancel()  # the client went away: the work's cleanup aborts the upstream
-        try:
-            await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # not (only) ours: the server is cancelling this request
+        await work
     except asyncio.CancelledError:
-        task.cancel()
-        raise
+        if not gone or current.uncancel() > 0:
+            raise  # not (only) ours: the server is cancelling this request
     except Exception:
         log.exception("gateway request failed")
+    else:
+        if gone:  # our cancel came as the work ended and was swallowed: withdraw it
+            current.uncancel()
     finally:
         watcher.cancel()
 
