@@ -18,15 +18,15 @@ import httpx
 from exporters.adapters import UnknownEngine, detect_engine, detect_engines
 from exporters.exposition import ParsedPage
 
-__all__ = ["AUTO", "SCRAPE_ERROR_REASONS", "ScrapeError", "engines_for", "fetch_page",
-           "fetch_page_async", "require_samples"]
+__all__ = ["ACCEPT_HEADERS", "AUTO", "SCRAPE_ERROR_REASONS", "ScrapeError", "append_chunk",
+           "check_head", "engines_for", "fetch_page", "fetch_page_async", "require_samples"]
 
 AUTO: Final = "auto"  # detect the engine from the page's metric names on every scrape
 
 SCRAPE_ERROR_REASONS: Final = (
     "timeout", "connect", "http_status", "too_large", "parse", "unknown_engine",
 )
-_ACCEPT: Final = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
+ACCEPT_HEADERS: Final = {"Accept": "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"}
 
 
 class ScrapeError(Exception):
@@ -40,11 +40,11 @@ class ScrapeError(Exception):
 def fetch_page(client: httpx.Client, url: str, timeout: float, max_bytes: int) -> str:
     deadline = time.monotonic() + timeout
     try:
-        with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
+        with client.stream("GET", url, timeout=timeout, headers=ACCEPT_HEADERS) as response:
             _check_head(response, url, max_bytes)
             body = bytearray()
             for chunk in response.iter_bytes():
-                _append(body, chunk, url, max_bytes)
+                append_chunk(body, chunk, url, max_bytes)
                 if time.monotonic() > deadline:
                     raise ScrapeError("timeout", f"{url}: body not complete within {timeout} s")
     except httpx.HTTPError as exc:
@@ -56,11 +56,12 @@ async def fetch_page_async(client: httpx.AsyncClient, url: str, timeout: float,
                            max_bytes: int) -> str:
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream("GET", url, timeout=timeout, headers=_ACCEPT) as response:
+            async with client.stream("GET", url, timeout=timeout,
+                                     headers=ACCEPT_HEADERS) as response:
                 _check_head(response, url, max_bytes)
                 body = bytearray()
                 async for chunk in response.aiter_bytes():
-                    _append(body, chunk, url, max_bytes)
+                    append_chunk(body, chunk, url, max_bytes)
     except TimeoutError as exc:
         raise ScrapeError("timeout", f"{url}: no complete answer within {timeout:g} s") from exc
     except httpx.HTTPError as exc:
@@ -69,14 +70,20 @@ async def fetch_page_async(client: httpx.AsyncClient, url: str, timeout: float,
 
 
 def _check_head(response: httpx.Response, url: str, max_bytes: int) -> None:
-    if not response.is_success:
-        raise ScrapeError("http_status", f"{url}: HTTP {response.status_code}")
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise ScrapeError("too_large", f"{url}: {declared} bytes, over {max_bytes}")
+    check_head(response.status_code, response.headers.get("content-length", ""), url,
+               max_bytes)
 
 
-def _append(body: bytearray, chunk: bytes, url: str, max_bytes: int) -> None:
+def check_head(status: int, content_length: str, url: str, max_bytes: int) -> None:
+    """ScrapeError for a status outside 2xx (a redirect included: not followed) or a declared
+    length over ``max_bytes``."""
+    if not 200 <= status < 300:
+        raise ScrapeError("http_status", f"{url}: HTTP {status}")
+    if content_length.isdigit() and int(content_length) > max_bytes:
+        raise ScrapeError("too_large", f"{url}: {content_length} bytes, over {max_bytes}")
+
+
+def append_chunk(body: bytearray, chunk: bytes, url: str, max_bytes: int) -> None:
     body += chunk
     if len(body) > max_bytes:
         raise ScrapeError("too_large", f"{url}: body over {max_bytes} bytes")

@@ -22,10 +22,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Literal
 
 import httpx
 
 from monitor.collect.config import ConfigWatcher, MonitorConfig, TargetConfig
+from monitor.collect.http import KEEPALIVE_SECONDS, ScrapeSession, use_aiohttp
 from monitor.collect.limits import ConfiguredLimits
 from monitor.collect.snapshot import Snapshot, TargetState
 from monitor.collect.sources import TargetSource, source_for
@@ -34,15 +36,15 @@ logger = logging.getLogger(__name__)
 
 Sink = Callable[[Snapshot], None]
 HttpClientFactory = Callable[[], httpx.AsyncClient]
-# How long an idle connection to a target is kept: longer than any usual scrape interval, as
-# Prometheus' scrape clients do (5 min). httpx's default of 5 s dropped it just before the next
-# scrape at a 5 s interval, and a new connection per scrape cost about as much CPU as the rest
-# of the scrape. A connection the target closed meanwhile is not reused.
-KEEPALIVE_SECONDS = 300.0
+# Which HTTP client fetches scraped pages: aiohttp (monitor/collect/http.py), or each target's
+# httpx client (the path before it, kept for proxies from the environment); "auto": aiohttp
+# unless the environment sets a proxy.
+ScrapeClient = Literal["auto", "aiohttp", "httpx"]
 
 
 def default_http_client(ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
-    """No pool limit of its own (the collector's semaphore bounds concurrency, and a pool
+    """A target's httpx client (PromQL queries; scrapes when the environment sets a proxy).
+    No pool limit of its own (the collector's semaphore bounds concurrency, and a pool
     wait would read as a target timeout); redirects are not followed, as Prometheus does not.
     ``ssl_context``: one to share between clients (httpx builds one per client otherwise,
     about 20 ms of CPU each)."""
@@ -65,7 +67,7 @@ def shared_tls_clients() -> HttpClientFactory:
 
 
 class TargetClient:
-    """One target's own HTTP client, made at its first request. Per target, not shared: an
+    """One target's own httpx client, made at its first request. Per target, not shared: an
     httpx pool scans its connections on every request, so one client for N targets costs
     O(N) per scrape (7 ms of CPU a scrape at 100 targets fetched at once, against 0.6 ms with
     one client each: bench/collector_cpu.py)."""
@@ -106,9 +108,13 @@ class Collector:
 
     def __init__(self, config: MonitorConfig, sink: Sink, *,
                  http_client_factory: HttpClientFactory | None = None,
+                 scrape_client: ScrapeClient = "auto",
                  clock: Callable[[], float] = time.time) -> None:
         self._sink = sink
         self._client_factory = http_client_factory or shared_tls_clients()
+        # One aiohttp session for every scraped target (None: their httpx clients fetch).
+        self._scrape_session = ScrapeSession() if scrape_client == "aiohttp" or (
+            scrape_client == "auto" and use_aiohttp()) else None
         self._retired: list[httpx.AsyncClient] = []  # of removed targets, closed at aclose
         self._closing: set[asyncio.Task[None]] = set()
         self._clock = clock
@@ -182,6 +188,8 @@ class Collector:
         for client in retired:
             await client.aclose()
         await asyncio.gather(*self._closing, return_exceptions=True)
+        if self._scrape_session is not None:
+            await self._scrape_session.aclose()
 
     def _close_client(self, state: _Target) -> None:
         """Close a removed target's client: now in the background, or at aclose."""
@@ -271,7 +279,8 @@ class Collector:
 
     def _new_target(self, config: TargetConfig) -> _Target:
         http = TargetClient(self._client_factory)
-        source = source_for(config, http, lambda: self._config.max_body_bytes)
+        fetch = None if self._scrape_session is None else self._scrape_session.fetch
+        source = source_for(config, http, lambda: self._config.max_body_bytes, fetch)
         limits = ConfiguredLimits(config.name, config.max_num_seqs,
                                   config.max_num_batched_tokens)
         return _Target(config, http, source, limits)

@@ -27,12 +27,22 @@ import httpx
 from exporters.fetch import ScrapeError, fetch_page_async
 from monitor.collect.config import TargetConfig
 from monitor.collect.deltas import build_snapshot
+from monitor.collect.http import PageFetch
 from monitor.collect.promql import PromQLError, PromQLSource
 from monitor.collect.page_plan import PageReader
 from monitor.collect.scrape import Reading
 from monitor.collect.snapshot import Snapshot, TargetState
 
 HttpClient = Callable[[], httpx.AsyncClient]
+
+
+def httpx_fetch(http: HttpClient) -> PageFetch:
+    """The scrape fetch through the target's httpx client (exporters.fetch.fetch_page_async):
+    the path for targets reached through a proxy from the environment (monitor/collect/http.py
+    has the aiohttp one, for all others)."""
+    async def fetch(url: str, timeout: float, max_bytes: int) -> str:
+        return await fetch_page_async(http(), url, timeout, max_bytes)
+    return fetch
 
 
 class TargetSource(Protocol):
@@ -46,10 +56,12 @@ class TargetSource(Protocol):
 class ScrapeSource:
     """A target's /metrics page, scraped by the monitor itself."""
 
-    def __init__(self, target: TargetConfig, http: HttpClient,
-                 max_bytes: Callable[[], int]) -> None:
+    def __init__(self, target: TargetConfig, http: HttpClient, max_bytes: Callable[[], int],
+                 fetch: PageFetch | None = None) -> None:
+        """``fetch``: how the page is fetched (monitor/collect/http.py); None: through the
+        target's httpx client ``http``."""
         self.target = target
-        self._http = http
+        self._fetch = fetch or httpx_fetch(http)
         self._max_bytes = max_bytes
         self.previous: Reading | None = None  # last good scrape; None: the next one is FIRST
         self.reader = PageReader(target)  # the page's plan while its shape stays the same
@@ -58,8 +70,7 @@ class ScrapeSource:
         target, max_bytes = self.target, self._max_bytes()
         start = end if start is None else start
         try:
-            text = await fetch_page_async(self._http(), target.url,
-                                          target.scrape_timeout_seconds, max_bytes)
+            text = await self._fetch(target.url, target.scrape_timeout_seconds, max_bytes)
             # A page of the last pages' shape is read through its plan at once (a fraction of
             # a millisecond); else in a thread: parsing a large page must not stall the event
             # loop, where it would make the other targets' fetches overrun their timeouts.
@@ -104,10 +115,11 @@ class PromQLTargetSource:
         pass  # each window is read whole from the API: nothing carried between attempts
 
 
-def source_for(target: TargetConfig, http: HttpClient,
-               max_bytes: Callable[[], int]) -> TargetSource:
-    """The source a target's config asks for."""
+def source_for(target: TargetConfig, http: HttpClient, max_bytes: Callable[[], int],
+               fetch: PageFetch | None = None) -> TargetSource:
+    """The source a target's config asks for. ``http``: the target's httpx client (PromQL
+    queries); ``fetch``: how a scraped target's page is fetched (None: through ``http``)."""
     if target.promql_selector is not None:
         return PromQLTargetSource(target, http)
-    return ScrapeSource(target, http, max_bytes)
+    return ScrapeSource(target, http, max_bytes, fetch)
 

@@ -386,6 +386,7 @@ def test_the_schedule_keeps_to_its_grid(slot: float, now: float, expected: float
 
 def test_each_target_has_its_own_client_and_a_removed_targets_is_closed(
         server: ScriptedServer) -> None:
+    """The httpx path (PromQL targets, and scrapes when the environment sets a proxy)."""
     a = server.script("/a", page(10), page(20))
     b = server.script("/b", page(100), page(110))
     made: list[httpx.AsyncClient] = []
@@ -397,7 +398,8 @@ def test_each_target_has_its_own_client_and_a_removed_targets_is_closed(
     async def main() -> None:
         clock = FakeClock()
         async with Collector(make_config({"a": a, "b": b}), lambda _: None,
-                             http_client_factory=factory, clock=clock) as collector:
+                             http_client_factory=factory, scrape_client="httpx",
+                             clock=clock) as collector:
             await collector.scrape_once()
             assert len(made) == 2  # one pool each: a shared pool is scanned on every request
             collector.apply_config(make_config({"b": b}))
