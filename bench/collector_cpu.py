@@ -8,7 +8,10 @@ alone:
   vllm` generates (its metric_relabel_configs), storing in its own TSDB: bench.scale_prometheus;
 - the real ``Collector.run`` (``engine: vllm``) in this process, with a sink that only counts:
   two warm-up intervals (the FIRST scrape, then the one that plans the page's shape), then the
-  window;
+  window. It fetches with aiohttp (monitor/collect/http.py);
+- the same collector fetching through one httpx client per target ("httpx": the collector as
+  it was before monitor/collect/http.py, and as it still is with a proxy in the environment);
+- with ``--uvloop``, the collector on uvloop's event loop instead of asyncio's (needs uvloop);
 - the same collector with the page plans turned off: every page parsed and normalized the full
   way, as before monitor/collect/page_plan.py;
 - and with the plans off and one HTTP client shared by all targets: the collector as it was
@@ -19,7 +22,8 @@ included) for the collector, over windows of the same length; samples are good s
 page's samples. Then the ratios, and the load: `others` is the cores every other process used
 during the collector's window (the target server on core 1 included).
 
-    python -m bench.collector_cpu                         # 5 s interval, N 100,500 (~3 min)
+    python -m bench.collector_cpu                         # 5 s interval, N 100,500 (~5 min)
+    python -m bench.collector_cpu --targets 100,300 --no-before --repeat 2   # (~5 min)
     python -m bench.collector_cpu --targets 200 --json out.json
 """
 
@@ -50,22 +54,22 @@ from bench.collector_scale import (
 from bench.scale_prometheus import run_prometheus
 from bench.scale_targets import build_page
 from exporters.sockets import free_port
-from monitor.collect.collector import Collector, default_http_client
+from monitor.collect.collector import Collector, ScrapeClient, default_http_client
 from monitor.collect.page_plan import PageReader
 from monitor.stack.processes import find_binary
 
 WARM_UP_INTERVALS = 2
 
 
-async def _run_collector(n: int, settings: Settings, server_pid: int,
-                         shared_client: bool) -> tuple[Tally, Window]:
+async def _run_collector(n: int, settings: Settings, server_pid: int, shared_client: bool,
+                         scrape_client: ScrapeClient) -> tuple[Tally, Window]:
     tally, stop = Tally(), asyncio.Event()
     factory = None
     if shared_client:
         client = default_http_client()
         factory = lambda: client  # noqa: E731 - every target on one pool, as before
-    async with Collector(monitor_config(n, settings), tally,
-                         http_client_factory=factory) as collector:
+    async with Collector(monitor_config(n, settings), tally, http_client_factory=factory,
+                         scrape_client=scrape_client) as collector:
         task = asyncio.create_task(collector.run(stop))
         await asyncio.sleep(WARM_UP_INTERVALS * settings.interval)
         window = await _measure_window(settings, server_pid)
@@ -74,9 +78,13 @@ async def _run_collector(n: int, settings: Settings, server_pid: int,
     return tally, window
 
 
-def run_collector(n: int, settings: Settings, server_pid: int,
-                  shared_client: bool = False) -> OursResult:
-    tally, window = asyncio.run(_run_collector(n, settings, server_pid, shared_client))
+def run_collector(n: int, settings: Settings, server_pid: int, shared_client: bool = False,
+                  scrape_client: ScrapeClient = "aiohttp", uvloop: bool = False) -> OursResult:
+    run = asyncio.run
+    if uvloop:
+        import uvloop as uvloop_module  # an option of this script, not a dependency
+        run = uvloop_module.run
+    tally, window = run(_run_collector(n, settings, server_pid, shared_client, scrape_client))
     return judge_ours(n, tally, window, settings)
 
 
@@ -96,7 +104,7 @@ def _loadavg() -> str:
 
 
 def measure(n: int, settings: Settings, prometheus: str, server_pid: int,
-            before: bool) -> dict[str, Any]:
+            before: bool, uvloop: bool) -> dict[str, Any]:
     print(f"N {n}: load average {_loadavg()}", flush=True)
     theirs = run_prometheus(n, settings, prometheus)
     ours = run_collector(n, settings, server_pid)
@@ -106,14 +114,18 @@ def measure(n: int, settings: Settings, prometheus: str, server_pid: int,
          theirs.busy_fraction, None),
         ("collector", ours.cpu_s_per_1k_samples, ours.scrapes, ours.expected_scrapes,
          ours.busy_fraction, ours.other_cores)]
+    variants = [("httpx", run_collector(n, settings, server_pid, scrape_client="httpx"))]
+    if uvloop:
+        variants.append(("uvloop", run_collector(n, settings, server_pid, uvloop=True)))
     if before:
         with full_path_only():
-            variants = [("plans off", run_collector(n, settings, server_pid)),
-                        ("before", run_collector(n, settings, server_pid, shared_client=True))]
-        for who, result in variants:
-            row[f"collector_{who.replace(' ', '_')}"] = asdict(result)
-            results.append((who, result.cpu_s_per_1k_samples, result.scrapes,
-                            result.expected_scrapes, result.busy_fraction, result.other_cores))
+            variants += [("plans off", run_collector(n, settings, server_pid)),
+                         ("before", run_collector(n, settings, server_pid, shared_client=True,
+                                                  scrape_client="httpx"))]
+    for who, result in variants:
+        row[f"collector_{who.replace(' ', '_')}"] = asdict(result)
+        results.append((who, result.cpu_s_per_1k_samples, result.scrapes,
+                        result.expected_scrapes, result.busy_fraction, result.other_cores))
     for who, per_1k, scrapes, due, busy, others in results:
         load = "" if others is None else f", others {others:.2f} cores"
         print(f"N {n:>5} {who:>10}: scrapes {scrapes}/{due}, busy {busy:.2f} cores, "
@@ -134,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-concurrent", type=int, default=64)
     parser.add_argument("--no-before", action="store_true",
                         help="skip the collector runs with the page plans off")
+    parser.add_argument("--uvloop", action="store_true",
+                        help="also run the collector on uvloop's event loop")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="measure every N this many times, in turn (the spread)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     prometheus = find_binary(("prometheus",))
@@ -149,9 +165,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.sched_setaffinity(0, {COLLECTOR_CORE})
     rows = []
     try:
-        for n in (int(part) for part in args.targets.split(",")):
-            rows.append(measure(n, settings, prometheus, server.pid or 0,
-                                not args.no_before))
+        for _ in range(args.repeat):
+            for n in (int(part) for part in args.targets.split(",")):
+                rows.append(measure(n, settings, prometheus, server.pid or 0,
+                                    not args.no_before, args.uvloop))
     finally:
         server.terminate()
         server.join(10)

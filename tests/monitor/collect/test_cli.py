@@ -77,6 +77,7 @@ def test_collect_scrapes_a_live_server_into_the_store(tmp_path: Path) -> None:
                 proc.kill()
     assert proc.returncode == 0, out
     assert "stopped; 0 snapshots dropped" in out
+    assert "Unclosed" not in out  # the scrapes' HTTP session and connections were closed
     store = open_store(f"sqlite:///{db}")
     try:
         totals = window(store, Selector(target="ref"), start - 5, time.time())
