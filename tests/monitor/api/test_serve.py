@@ -102,6 +102,7 @@ def test_serve_scrapes_evaluates_answers_and_stops_cleanly(reference: str,
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "stopped; 0 snapshots dropped" in out
+    assert "Unclosed" not in out  # the scrapes' HTTP session and connections were closed
 
 
 @pytest.mark.parametrize(("args", "needle"), [
