@@ -123,7 +123,8 @@ def test_the_new_active_waits_for_the_old_actives_open_write(replicas) -> None:
     waited = time.monotonic() - started
     writing.join()
     assert waited >= 0.9, waited  # the rest of a's 1.5 s
-    assert _writers(a) == [a.leader.replica_id]  # a's write, begun while it was active, committed first
+    # a's write, begun while it was active, committed first
+    assert _writers(a) == [a.leader.replica_id]
     b.fenced_write()
     with pytest.raises(FencedOut):
         a.fenced_write()
@@ -141,7 +142,8 @@ def test_a_drain_that_times_out_keeps_the_lock_and_finishes_at_the_next_poll(
     _kill_lock_session(database, a)
     assert not b.poll()  # lock won, drain timed out: not active yet
     assert b.leader.role is Role.STANDBY
-    assert b.leader.active_replica() == b.leader.replica_id  # but the lock is b's: nobody else can win it
+    # But the lock is b's: nobody else can win it.
+    assert b.leader.active_replica() == b.leader.replica_id
     writing.join()
     assert b.poll()
     assert b.leader.role is Role.ACTIVE
