@@ -37,10 +37,12 @@ async def collecting(store: Store, target: str, base_url: str, scrape_interval: 
     recorder.register_targets(config)
     recorder.start()
     stop = asyncio.Event()
-    task = asyncio.create_task(Collector(config, recorder).run(stop))
+    collector = Collector(config, recorder)
+    task = asyncio.create_task(collector.run(stop))
     try:
         yield stop
     finally:
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
+        await collector.aclose()  # its scrape session and connections
         recorder.stop()
