@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from exporters.adapters import (
+    NormalizedFamily,
     NormalizedPage,
     check_extra_labels,
     load_tables,
@@ -46,6 +47,21 @@ from exporters.fetch import (
 from exporters.schema import MetricType
 
 logger = logging.getLogger(__name__)
+
+# A series of a counter or histogram: its family and labels (without le).
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The last normalized page with when it was read and since when each of its counter and
+    histogram series counts: first seen by the bridge, or the scrape that found it reset. For
+    the OTLP push (exporters/otlp_push.py), which reads it from its own thread."""
+
+    families: tuple[NormalizedFamily, ...]
+    time: float  # unix seconds of the scrape
+    starts: Mapping[SeriesKey, float]  # unix seconds
+
 
 @dataclass(frozen=True, slots=True)
 class BridgeConfig:
@@ -168,6 +184,11 @@ class Bridge:
         self._health = BridgeHealth(registry, config.target)
         self._problem_log = ProblemLog(config.target)
         self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._starts: dict[SeriesKey, float] = {}
+        self._reset_series: set[SeriesKey] = set()  # found reset by the last scrape
+        # Swapped whole after each scrape (None after a failed one): readers in other
+        # threads see one scrape's page or the next, never a mix.
+        self.snapshot: Snapshot | None = None
         self._last_error: str | None = None
         self._last_unmapped: list[str] = []
 
@@ -191,9 +212,11 @@ class Bridge:
             return False
         finally:
             self._health.duration.set(time.monotonic() - started)
+        now = self._clock()
         self._collector.update(page)
+        self.snapshot = Snapshot(page.families, now, self._series_starts(page, now))
         self._health.up.set(1)
-        self._health.last_success.set(self._clock())
+        self._health.last_success.set(now)
         if self._last_error is not None:
             logger.info("target %s: scraping again", self.config.target)
             self._last_error = None
@@ -222,6 +245,7 @@ class Bridge:
         # so Prometheus' staleness handling marks them stale at its next scrape rather than
         # recording old values as fresh readings of a target that is down.
         self._collector.update(None)
+        self.snapshot = None
         message = f"{exc.reason}: {exc}"
         if message != self._last_error:  # log changes, not every failed scrape of a dead target
             logger.warning("target %s: scrape failed (%s)", self.config.target, message)
@@ -237,6 +261,7 @@ class Bridge:
         are passed through, since rate() handles resets, but reported."""
         current: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         resets: list[PageProblem] = []
+        self._reset_series = set()
         for family in page.families:
             if family.type is MetricType.GAUGE:
                 continue
@@ -247,11 +272,32 @@ class Bridge:
                 current[key] = sample.value
                 before = self._counters.get(key)
                 if before is not None and sample.value < before:
+                    self._reset_series.add(series_key(family.name, sample.labels))
                     resets.append(PageProblem(sample.line, (
                         f"counter {sample.source} ({sample.name}) went backwards from "
                         f"{before:g} to {sample.value:g}: a reset? passed through")))
         self._counters = current
         return resets
+
+    def _series_starts(self, page: NormalizedPage, now: float) -> dict[SeriesKey, float]:
+        """Each counter and histogram series' start: kept from the last scrape, or ``now``
+        for a series new to the bridge or found reset (by ``_counter_resets``)."""
+        starts: dict[SeriesKey, float] = {}
+        for family in page.families:
+            if family.type is MetricType.GAUGE:
+                continue
+            for sample in family.samples:
+                key = series_key(family.name, sample.labels)
+                if key not in starts:
+                    before = self._starts.get(key)
+                    starts[key] = (now if before is None or key in self._reset_series
+                                   else before)
+        self._starts = starts
+        return starts
+
+
+def series_key(family: str, labels: Mapping[str, str]) -> SeriesKey:
+    return family, tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
 
 
 class _MetricsServer(ThreadingMixIn, WSGIServer):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -15,6 +16,12 @@ from exporters.adapters import load_tables
 from exporters.bridge import Bridge, BridgeConfig, serve_metrics
 from exporters.fetch import AUTO
 from exporters.exposition import DEFAULT_MAX_BYTES
+from exporters.otlp_config import (
+    OtlpMetricsConfig,
+    add_otlp_metrics_arguments,
+    otlp_metrics_config,
+)
+from exporters.otlp_push import OtlpMetricsPush, resource_attributes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="labels added to every normalized series (e.g. model=NAME for engines "
                         "whose metrics carry no model); repeatable")
+    add_otlp_metrics_arguments(
+        p, "the normalized page (gen_ai.server.* histograms, counters, gauges) pushed over "
+        "OTLP/HTTP protobuf as well as served on /metrics; cumulative temporality",
+        temporalities=("cumulative",))
 
 
 def config_from_args(args: argparse.Namespace) -> BridgeConfig:
@@ -49,6 +60,11 @@ def config_from_args(args: argparse.Namespace) -> BridgeConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
+        otlp = otlp_metrics_config(args, os.environ)
+        if otlp is not None and otlp.temporality != "cumulative":
+            raise ValueError(f"OTLP temporality {otlp.temporality!r}: the bridge pushes "
+                             "cumulative only (it forwards the engine's cumulative counts)")
+        resource = resource_attributes(config.target, os.environ)
     except ValueError as exc:
         print(f"inferwatch bridge: {exc}", file=sys.stderr)
         return 2
@@ -59,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     # trust_env off: a scrape goes straight to the target, never through an env proxy.
     with httpx.Client(trust_env=False, follow_redirects=False) as client:
         bridge = Bridge(config, registry, client)
+        push = None if otlp is None else OtlpMetricsPush(otlp, bridge, registry, resource)
         try:
             server, url = serve_metrics(registry, args.host, args.port)
         except OSError as exc:
@@ -67,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"bridge: {config.target} (engine {config.engine}) every "
               f"{config.interval_seconds:g} s", flush=True)
+        _print_push(otlp)
         print(f"listening on {url}", flush=True)
+        if push is not None:
+            push.start()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
@@ -75,9 +95,17 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass
         finally:
+            if push is not None:
+                push.close()  # a last push, bounded by its timeout
             server.shutdown()
             server.server_close()
     return 0
+
+
+def _print_push(otlp: OtlpMetricsConfig | None) -> None:
+    if otlp is not None:
+        print(f"bridge: OTLP metrics pushed to {otlp.endpoint} every "
+              f"{otlp.interval_seconds:g} s (cumulative)", flush=True)
 
 
 if __name__ == "__main__":  # until `inferwatch bridge` is wired: python -m exporters.bridge_cli

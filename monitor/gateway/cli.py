@@ -7,7 +7,6 @@ import logging
 import os
 import secrets
 import sys
-from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -16,7 +15,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from exporters.sockets import bind_socket
-from monitor.gateway.config import TEMPORALITIES, GatewayConfig, OtlpMetricsConfig
+from exporters.otlp_config import add_otlp_metrics_arguments
+from exporters.otlp_config import otlp_metrics_config as otlp_metrics_config
+from monitor.gateway.config import GatewayConfig
 from monitor.gateway.judge import SloConfigError, load_slo_classes
 from monitor.gateway.proxy import Gateway
 from monitor.gateway.store_sink import StoreSink
@@ -29,10 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SALT_ENV: Final = "INFERWATCH_GATEWAY_SALT"
-# OpenTelemetry's standard variables, read where the flags are not given.
-OTLP_ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
-OTLP_INTERVAL_ENV: Final = "OTEL_METRIC_EXPORT_INTERVAL"  # milliseconds
-OTLP_TEMPORALITY_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
 _FD_CEILING: Final = 1 << 20
 _FD_WARN_BELOW: Final = 4096
 
@@ -54,20 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, metavar="URL",
                    help="also keep every request as an event in this store (sqlite:///path or "
                         "postgresql+psycopg://...), for exact percentiles and goodput")
-    otlp = p.add_argument_group(
-        "OTLP metrics push", "the gen_ai.server.* histograms and token/request counters, "
-        "pushed over OTLP/HTTP protobuf as well as served on /metrics (needs the otlp extra)")
-    otlp.add_argument("--otlp-metrics-endpoint", default=None, metavar="URL",
-                      help="the collector's full metrics URL, e.g. "
-                           f"http://127.0.0.1:4318/v1/metrics (default: ${OTLP_ENDPOINT_ENV}; "
-                           "neither: no push)")
-    otlp.add_argument("--otlp-metrics-interval", type=float, default=None, metavar="S",
-                      help=f"seconds between pushes (default: ${OTLP_INTERVAL_ENV} in ms, or 60)")
-    otlp.add_argument("--otlp-metrics-timeout", type=float, default=10.0, metavar="S",
-                      help="seconds one push may take, retries included")
-    otlp.add_argument("--otlp-metrics-temporality", choices=TEMPORALITIES,
-                      default=None, help=f"default: ${OTLP_TEMPORALITY_ENV}, or cumulative")
-
+    add_otlp_metrics_arguments(
+        p, "the gen_ai.server.* histograms and token/request counters, pushed over OTLP/HTTP "
+        "protobuf as well as served on /metrics (needs the otlp extra)")
 
 def config_from_args(args: argparse.Namespace) -> GatewayConfig:
     salt = os.environ.get(SALT_ENV)
@@ -81,37 +67,6 @@ def config_from_args(args: argparse.Namespace) -> GatewayConfig:
                          tenant_header=args.tenant_header,
                          slo_classes=load_slo_classes(args.slo_classes),
                          otlp_metrics=otlp_metrics_config(args, os.environ))
-
-
-def otlp_metrics_config(args: argparse.Namespace, env: Mapping[str, str]
-                        ) -> OtlpMetricsConfig | None:
-    """The push's config from the flags, else OpenTelemetry's variables; None: no push."""
-    endpoint = args.otlp_metrics_endpoint or env.get(OTLP_ENDPOINT_ENV)
-    if not endpoint:
-        return None
-    interval = args.otlp_metrics_interval
-    if interval is None:
-        interval = _env_milliseconds(env, OTLP_INTERVAL_ENV, 60_000) / 1000
-    temporality = args.otlp_metrics_temporality
-    if temporality is None:
-        preference = env.get(OTLP_TEMPORALITY_ENV, "cumulative").strip().lower()
-        # lowmemory is delta for counters and histograms, the only kinds pushed here
-        temporality = "delta" if preference == "lowmemory" else preference
-        if temporality not in TEMPORALITIES:
-            raise ValueError(f"${OTLP_TEMPORALITY_ENV}={preference!r}: expected cumulative, "
-                             "delta or lowmemory")
-    return OtlpMetricsConfig(endpoint=endpoint, interval_seconds=interval,
-                             timeout_seconds=args.otlp_metrics_timeout, temporality=temporality)
-
-
-def _env_milliseconds(env: Mapping[str, str], name: str, default: float) -> float:
-    value = env.get(name)
-    if not value:
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"${name}={value!r} is not a number of milliseconds") from None
 
 
 def run(args: argparse.Namespace) -> int:
