@@ -19,6 +19,7 @@ from exporters.exposition import DEFAULT_MAX_BYTES
 from exporters.otlp_config import (
     OtlpMetricsConfig,
     add_otlp_metrics_arguments,
+    otlp_headers,
     otlp_metrics_config,
 )
 from exporters.otlp_push import OtlpMetricsPush, resource_attributes
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"OTLP temporality {otlp.temporality!r}: the bridge pushes "
                              "cumulative only (it forwards the engine's cumulative counts)")
         resource = resource_attributes(config.target, os.environ)
+        headers = otlp_headers(os.environ)
     except ValueError as exc:
         print(f"inferwatch bridge: {exc}", file=sys.stderr)
         return 2
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     # trust_env off: a scrape goes straight to the target, never through an env proxy.
     with httpx.Client(trust_env=False, follow_redirects=False) as client:
         bridge = Bridge(config, registry, client)
-        push = None if otlp is None else OtlpMetricsPush(otlp, bridge, registry, resource)
+        push = None if otlp is None else OtlpMetricsPush(otlp, bridge, registry, resource,
+                                                            headers)
         try:
             server, url = serve_metrics(registry, args.host, args.port)
         except OSError as exc:

@@ -10,12 +10,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from urllib.parse import unquote
+
 import httpx
 
 TEMPORALITIES: Final = ("cumulative", "delta")
 OTLP_ENDPOINT_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 OTLP_INTERVAL_ENV: Final = "OTEL_METRIC_EXPORT_INTERVAL"  # milliseconds
 OTLP_TEMPORALITY_ENV: Final = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+# Read by the SDK for the gateway; by otlp_headers() for the bridge, which posts itself.
+OTLP_HEADERS_ENVS: Final = ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +96,26 @@ def _env_milliseconds(env: Mapping[str, str], name: str, default: float) -> floa
         return float(value)
     except ValueError:
         raise ValueError(f"${name}={value!r} is not a number of milliseconds") from None
+
+
+def key_values(text: str, where: str) -> dict[str, str]:
+    """OpenTelemetry's ``key=value,key=value`` lists (headers, resource attributes): values
+    percent-decoded; ``where`` names the variable in the error for a malformed item."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{where}: {item!r} is not key=value")
+        out[key.strip()] = unquote(value.strip())
+    return out
+
+
+def otlp_headers(env: Mapping[str, str]) -> dict[str, str]:
+    """Headers for the metrics push: $OTEL_EXPORTER_OTLP_METRICS_HEADERS, else
+    $OTEL_EXPORTER_OTLP_HEADERS (as the SDK reads them)."""
+    for name in OTLP_HEADERS_ENVS:
+        if env.get(name):
+            return key_values(env[name], f"${name}")
+    return {}

@@ -17,7 +17,8 @@ from the bridge's last ``Snapshot`` and POSTs it, ``application/x-protobuf``, to
   $OTEL_RESOURCE_ATTRIBUTES, the target (``inferwatch.bridge.target``, ``server.address``,
   ``server.port``).
 
-Pushes run in their own thread every interval, each bounded by the timeout, so a collector
+Headers come from $OTEL_EXPORTER_OTLP_METRICS_HEADERS (else $OTEL_EXPORTER_OTLP_HEADERS). Pushes
+run in their own thread every interval, each bounded by the timeout, so a collector
 that is down or hangs never delays a scrape. Each push is counted on
 ``inferwatch_bridge_otlp_metrics_exports_total{target,result}`` (ok, failed); failures are
 logged when they start or change, and when pushes work again. Cumulative only: the engine's
@@ -30,7 +31,6 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Final
-from urllib.parse import unquote
 
 import httpx
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -50,7 +50,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from exporters.adapters import NormalizedFamily
 from exporters.bridge import Bridge, Snapshot, series_key
-from exporters.otlp_config import OtlpMetricsConfig
+from exporters.otlp_config import OtlpMetricsConfig, key_values
 from exporters.schema import MetricSpec, MetricType
 
 logger = logging.getLogger(__name__)
@@ -95,13 +95,8 @@ def resource_attributes(target: str, env: Mapping[str, str]) -> dict[str, str | 
     """service.name, $OTEL_RESOURCE_ATTRIBUTES (``k=v,k=v``, percent-encoded values) and the
     target, which names the engine the points come from."""
     attributes: dict[str, str | int] = {"service.name": SERVICE_NAME}
-    for item in env.get(RESOURCE_ATTRIBUTES_ENV, "").split(","):
-        key, sep, value = item.partition("=")
-        if not item.strip():
-            continue
-        if not sep or not key.strip():
-            raise ValueError(f"${RESOURCE_ATTRIBUTES_ENV}: {item!r} is not key=value")
-        attributes[key.strip()] = unquote(value.strip())
+    attributes.update(key_values(env.get(RESOURCE_ATTRIBUTES_ENV, ""),
+                                 f"${RESOURCE_ATTRIBUTES_ENV}"))
     if env.get(SERVICE_NAME_ENV):
         attributes["service.name"] = env[SERVICE_NAME_ENV]
     url = httpx.URL(target)
@@ -198,7 +193,8 @@ class OtlpMetricsPush:
     no page (before its first good scrape, after a failed one)."""
 
     def __init__(self, config: OtlpMetricsConfig, bridge: Bridge, registry: CollectorRegistry,
-                 resource: Mapping[str, str | int]) -> None:
+                 resource: Mapping[str, str | int],
+                 headers: Mapping[str, str] | None = None) -> None:
         if config.temporality != "cumulative":
             raise ValueError("the bridge pushes cumulative temporality only (it forwards the "
                              f"engine's cumulative counts), not {config.temporality!r}")
@@ -213,7 +209,7 @@ class OtlpMetricsPush:
         self.exports = {result: exports.labels(target, result) for result in EXPORT_RESULTS}
         # trust_env off, as for scrapes: straight to the collector, never through an env proxy.
         self._client = httpx.Client(trust_env=False, follow_redirects=False,
-                                    timeout=config.timeout_seconds)
+                                    timeout=config.timeout_seconds, headers=headers)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_error: str | None = None

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry
 from exporters import bridge_cli
 from exporters.bridge import Bridge, BridgeConfig, serve_metrics
 from exporters.exposition import ParsedPage, parse_page
-from exporters.otlp_config import OtlpMetricsConfig
+from exporters.otlp_config import OtlpMetricsConfig, otlp_headers
 from exporters.otlp_push import OtlpMetricsPush, otel_name, resource_attributes, to_request
 from exporters.schema import MetricType, get_spec
 from tests.http_thread import serving_handler
@@ -202,3 +202,101 @@ def test_the_pushed_points_equal_the_bridges_metrics_page() -> None:
     assert [p.count for p in ttft] == [4]  # the recorded page's 4 requests
     assert attributes(ttft[0].attributes)["gen_ai.request.model"] == "tiny"
 
+
+
+def test_a_counter_reset_moves_the_start_time_to_the_scrape_that_found_it() -> None:
+    page = Page('vllm:generation_tokens_total{model_name="m"} 100\n'
+                'vllm:time_to_first_token_seconds_bucket{model_name="m",le="0.1"} 3\n'
+                'vllm:time_to_first_token_seconds_bucket{model_name="m",le="+Inf"} 5\n'
+                'vllm:time_to_first_token_seconds_sum{model_name="m"} 2.5\n'
+                'vllm:time_to_first_token_seconds_count{model_name="m"} 5\n')
+    now = [1000.0]
+    with serving_handler(page.handler()) as base, httpx.Client(trust_env=False) as client:
+        bridge = Bridge(BridgeConfig(target=base + "/metrics", engine="vllm"),
+                        CollectorRegistry(), client, clock=lambda: now[0])
+
+        def starts() -> dict[str, tuple[int, int]]:
+            assert bridge.scrape_once() and bridge.snapshot is not None
+            pushed = _metrics(to_request(bridge.snapshot, {"service.name": "t"}))
+            [tokens] = pushed["gen_ai.server.generation_tokens"].sum.data_points
+            [ttft] = pushed["gen_ai.server.time_to_first_token"].histogram.data_points
+            assert list(ttft.bucket_counts) == [3, 2] and list(ttft.explicit_bounds) == [0.1]
+            return {"tokens": (tokens.start_time_unix_nano // 10**9,
+                               tokens.time_unix_nano // 10**9),
+                    "ttft": (ttft.start_time_unix_nano // 10**9, ttft.time_unix_nano // 10**9)}
+
+        assert starts() == {"tokens": (1000, 1000), "ttft": (1000, 1000)}
+        now[0] = 1005.0
+        assert starts() == {"tokens": (1000, 1005), "ttft": (1000, 1005)}
+        page.body = page.body.replace(b"} 100\n", b"} 40\n")  # the engine restarted
+        now[0] = 1010.0
+        assert starts() == {"tokens": (1010, 1010), "ttft": (1000, 1010)}
+        now[0] = 1015.0
+        assert starts() == {"tokens": (1010, 1015), "ttft": (1000, 1015)}
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.mark.timeout(20)
+def test_a_collector_down_or_hanging_is_a_counted_failure_and_scrapes_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    down = f"http://127.0.0.1:{_closed_port()}/v1/metrics"
+    with running(read_fixture(LIVE_PAGE), down) as bridge:
+        _wait(lambda: (bridge.own("inferwatch_bridge_otlp_metrics_exports_total",
+                                  result="failed") or 0) >= 3, "3 failed pushes")
+        assert bridge.own("inferwatch_bridge_otlp_metrics_exports_total", result="ok") == 0
+        scraped = bridge.own("inferwatch_bridge_last_success_timestamp_seconds")
+        _wait(lambda: bridge.own("inferwatch_bridge_last_success_timestamp_seconds") != scraped,
+              "a later scrape")
+        assert bridge.own("inferwatch_bridge_up") == 1
+    failures = [r.getMessage() for r in caplog.records if "OTLP metrics push" in r.getMessage()]
+    assert len(failures) == 1 and down in failures[0]  # logged once, not every 50 ms
+    # A collector that accepts and never answers: each push ends at its timeout (0.3 s),
+    # counted failed, while the bridge scrapes every 50 ms.
+    with collecting(hang=True) as collector, \
+            running(read_fixture(LIVE_PAGE), collector.url, timeout=0.3) as bridge:
+        _wait(lambda: (bridge.own("inferwatch_bridge_otlp_metrics_exports_total",
+                                  result="failed") or 0) >= 1, "a push timed out")
+        scraped = bridge.own("inferwatch_bridge_last_success_timestamp_seconds")
+        _wait(lambda: bridge.own("inferwatch_bridge_last_success_timestamp_seconds") != scraped,
+              "a scrape while a push hangs", timeout=0.5)
+
+
+@pytest.mark.parametrize(("argv", "env"), [
+    (["--otlp-metrics-endpoint", "http://127.0.0.1:1/v1/metrics"],
+     {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta"}),
+    (["--otlp-metrics-endpoint", "ftp://127.0.0.1/v1/metrics"], {}),
+    (["--otlp-metrics-endpoint", "http://127.0.0.1:1/v1/metrics", "--otlp-metrics-interval",
+      "0"], {}),
+], ids=["delta", "ftp endpoint", "interval 0"])
+def test_the_command_refuses_a_bad_push(argv: list[str], env: dict[str, str],
+                                        monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    parser = argparse.ArgumentParser()
+    bridge_cli.add_arguments(parser)
+    args = parser.parse_args(["--target", "http://127.0.0.1:1/metrics", "--port", "0", *argv])
+    assert bridge_cli.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("inferwatch bridge: ") and "OTLP" in err, err
+
+
+def test_resource_and_headers_follow_opentelemetrys_variables() -> None:
+    env = {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod, team=a%2Cb",
+           "OTEL_SERVICE_NAME": "vllm-bridge", "OTEL_EXPORTER_OTLP_HEADERS": "x-generic=1",
+           "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "authorization=Bearer%20t"}
+    assert resource_attributes("http://vllm:8000/metrics", env) == {
+        "service.name": "vllm-bridge", "deployment.environment": "prod", "team": "a,b",
+        "inferwatch.bridge.target": "http://vllm:8000/metrics", "server.address": "vllm",
+        "server.port": 8000}
+    assert otlp_headers(env) == {"authorization": "Bearer t"}
+    assert otlp_headers({"OTEL_EXPORTER_OTLP_HEADERS": "x-generic=1"}) == {"x-generic": "1"}
+    with pytest.raises(ValueError, match=r"\$OTEL_RESOURCE_ATTRIBUTES: 'novalue'"):
+        resource_attributes("http://vllm:8000/metrics", {"OTEL_RESOURCE_ATTRIBUTES": "novalue"})
