@@ -170,7 +170,7 @@ def _histogram_points(family: NormalizedFamily, snapshot: Snapshot, time: int
             attributes=_key_values(_attributes(dict(key))),
             start_time_unix_nano=int(snapshot.starts.get((family.name, key), snapshot.time)
                                      * _NANOS),
-            time_unix_nano=time, count=round(count), explicit_bounds=bounds,
+            time_unix_nano=time, count=max(0, round(count)), explicit_bounds=bounds,
             bucket_counts=per_bucket)
         if key in sums:
             point.sum = sums[key]
