@@ -75,7 +75,7 @@ lint: install
 # on CI's 2 cores. `make test` fails if either fails. (Plain `pytest` runs everything in one.)
 WAITS_LOG := build/pytest-waits.log
 test: lint system-deps live-engines
-	@mkdir -p build; \
+	@mkdir -p build; export INFERWATCH_TEST_CPU_LOCK=$(CURDIR)/build/pytest-cpu.lock; \
 	$(PY) -m pytest -q -ra -p no:cacheprovider --durations=10 -m waits > $(WAITS_LOG) 2>&1 & \
 	waits_pid=$$!; \
 	$(PY) -m pytest -q -ra --durations=40 -m "not waits"; rest=$$?; \

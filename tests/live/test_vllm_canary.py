@@ -24,6 +24,7 @@ import pytest
 from exporters.exposition import parse_page
 from monitor.cli import main
 from tests.live.vllm_server import START_TIMEOUT_SECONDS, RunningVllm, running_vllm
+from tests.cpu_lock import cpu_lock
 
 # The module's engines start (concurrently) before the first test: up to START_TIMEOUT_SECONDS.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine,
@@ -44,6 +45,14 @@ class Engines:
     baseline: RunningVllm   # default flags
     twin: RunningVllm       # the same flags
     slow: RunningVllm       # --max-num-seqs 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alone_on_the_cpu() -> Iterator[None]:
+    """Two engines compared side by side: no `waits` test runs beside them (tests/cpu_lock.py),
+    taken before the engines start (autouse fixtures come first in their scope)."""
+    with cpu_lock(exclusive=True):
+        yield
 
 
 @pytest.fixture(scope="module")
