@@ -36,7 +36,10 @@ def test_metrics_follow_vllm_definitions() -> None:
         assert 0.08 <= r.ttft < 0.2
         assert all(0.025 <= gap < 0.15 for gap in r.itls)
         assert r.tpot == pytest.approx((r.e2e - r.ttft) / 5)
-        assert r.e2e >= r.ttft + 5 * 0.03
+        # Five gaps, each at least the 25 ms held above (the server sleeps 30; a client busy
+        # at the first token stamps it late, shortening e2e - ttft: 149.98 ms seen in CI).
+        assert r.e2e >= r.ttft + 5 * 0.025
+        assert r.e2e == pytest.approx(r.ttft + sum(r.itls))
     summary = summarize(result, percentiles=(50, 99))
     assert summary.completed == 3 and summary.failed == 0
     assert set(summary.latency) == {"ttft", "tpot", "itl", "e2e"}
