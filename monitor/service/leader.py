@@ -61,19 +61,16 @@ _MAX_NAME: Final = 63 - len(APPLICATION_PREFIX)
 
 # pg_locks shows a bigint advisory key as two 32-bit halves, classid (high) and objid (low);
 # advisory locks are per database (other stores on the server have their own active).
-_ACTIVE_QUERY: Final = text(
-    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+_HELD_LOCK: Final = (
+    "FROM pg_locks l {join}WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
     "AND l.classid = :hi AND l.objid = :lo "
     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
     "LIMIT 1")
-
-
-_HOLDER_QUERY: Final = text(
-    "SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
-    "AND l.objsubid = 1 AND l.classid = :hi AND l.objid = :lo "
-    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "LIMIT 1")
+# The active replica's name (its lock session's application_name), and the backend holding
+# the lock (the write fence compares it with this replica's lock session).
+_ACTIVE_QUERY: Final = text("SELECT a.application_name " + _HELD_LOCK.format(
+    join="JOIN pg_stat_activity a ON a.pid = l.pid "))
+_HOLDER_QUERY: Final = text("SELECT l.pid " + _HELD_LOCK.format(join=""))
 
 
 class Role(StrEnum):
@@ -278,6 +275,10 @@ class Leadership(_Events):
         if self._reads is not None:
             self._reads.dispose()
 
+    def _lock_halves(self) -> dict[str, int]:
+        """The lock key as pg_locks shows it (see _HELD_LOCK)."""
+        return {"hi": (self.lock_key >> 32) & 0xFFFFFFFF, "lo": self.lock_key & 0xFFFFFFFF}
+
     # --- the write fence (monitor/store/fence.py) ---
 
     def check_fence(self, conn: Connection) -> None:
@@ -285,8 +286,7 @@ class Leadership(_Events):
         lock session still holds the lock. The shared FENCE_KEY taken here (until the
         transaction ends) makes a replica that wins the lock wait for this transaction."""
         conn.execute(text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": self.fence_key})
-        hi, lo = (self.lock_key >> 32) & 0xFFFFFFFF, self.lock_key & 0xFFFFFFFF
-        holder = conn.execute(_HOLDER_QUERY, {"hi": hi, "lo": lo}).scalar()
+        holder = conn.execute(_HOLDER_QUERY, self._lock_halves()).scalar()
         mine = self._lock_pid if self.role is Role.ACTIVE else None
         if mine is None or holder != mine:
             raise FencedOut(
@@ -303,10 +303,9 @@ class Leadership(_Events):
         if self._reads is None:
             self._reads = create_engine(self._url, pool_pre_ping=True, pool_size=1,
                                         max_overflow=0, connect_args={"connect_timeout": 5})
-        hi, lo = (self.lock_key >> 32) & 0xFFFFFFFF, self.lock_key & 0xFFFFFFFF
         try:
             with self._reads.connect() as conn:
-                name: Any = conn.execute(_ACTIVE_QUERY, {"hi": hi, "lo": lo}).scalar()
+                name: Any = conn.execute(_ACTIVE_QUERY, self._lock_halves()).scalar()
         except Exception:  # unknown, not an error of the caller's request
             logger.debug("cannot read the active replica", exc_info=True)
             return None
