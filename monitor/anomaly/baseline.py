@@ -133,10 +133,6 @@ class SeriesBaseline:
         self._fitted = Ring(params.trend_points)  # the values the trend is fitted on
         self._window = np.arange(-half, half + 1, dtype=np.int64)
         self._next_prediction = math.nan
-        # A replay's seasonal predictions, computed at once (``plan``): the one for the point
-        # after ``_plan_start`` pushes is ``_plan[0]``.
-        self._plan: npt.NDArray[np.float64] = np.empty(0)
-        self._plan_start = 0
         # The pairs of the trend window with both values, each side kept sorted as the window
         # slides, so their medians are a lookup (equal to ``median`` of the same values).
         # ``quantile(q, quantile_points)``: the last ``quantile_points`` values, sorted
@@ -157,12 +153,6 @@ class SeriesBaseline:
     def predict(self) -> None:
         """The part of ``expect()`` that the baseline learns from (the prediction it records
         for the next point), for a caller that may not need the expectation itself."""
-        k = self._values.count - self._plan_start
-        if 0 <= k < len(self._plan):
-            self._next_prediction = float(self._plan[k])
-            return
-        if len(self._plan):  # the replay is over: free its predictions
-            self._plan = np.empty(0)
         self._next_prediction = self._seasonal()
 
     def current(self) -> Expectation | None:
@@ -192,18 +182,6 @@ class SeriesBaseline:
         values = self._values.last(points)
         values = values[~np.isnan(values)]
         return quantile(values, q) if len(values) else math.nan
-
-    def plan(self, values: npt.NDArray[np.float64]) -> None:
-        """A replay: ``values`` are the next points that will be pushed, in order. Their
-        seasonal predictions (a function of the values alone, excluded ones included) are
-        computed at once, vectorised, equal to the ones ``expect()`` would compute point by
-        point; pushing anything else after this gives wrong predictions."""
-        history = self._values.last(self._values.capacity)
-        full = np.concatenate((history, np.asarray(values, dtype=np.float64)))
-        self._plan = seasonal_predictions(full, len(history), self.season,
-                                          self.params.season_lags,
-                                          self.params.season_halfwidth_points)
-        self._plan_start = self._values.count
 
     def push(self, value: float, accepted: bool = True) -> None:
         """Add the point that ``expect()`` was asked about (NaN for a gap); ``accepted``
@@ -317,3 +295,48 @@ def seasonal_predictions(values: npt.NDArray[np.float64], first: int, season: in
         per_lag[lag - 1, j0:] = np.where(count > width // 2, _middle(block, count, 1), np.nan)
     ordered = np.sort(per_lag, axis=0)
     return _middle(ordered, lags - np.count_nonzero(np.isnan(ordered), axis=0), 0)
+
+
+def kernel_state(baseline: SeriesBaseline
+                 ) -> tuple[tuple[npt.NDArray[np.float64], ...], npt.NDArray[np.int64]]:
+    """A baseline's state as ``monitor.anomaly.compiled`` reads and writes it: the rings'
+    buffers themselves (written in place), the sorted windows as arrays with room to grow,
+    and the counts (``compiled.SB_*``). ``restore_kernel_state`` takes the result back."""
+    def room(ordered: list[float], size: int) -> npt.NDArray[np.float64]:
+        out = np.empty(max(size, len(ordered)) + 1)
+        out[:len(ordered)] = ordered
+        return out
+
+    b = baseline
+    arrays = (b._values._data, b._trailing._data, b._predictions._data, b._fitted._data,
+              room(b._actual_sorted, b.params.trend_points),
+              room(b._predicted_sorted, b.params.trend_points),
+              room(b._window_sorted, b._quantile_points))
+    ints = np.array([b._values.count, b._trailing.count, b._predictions.count,
+                     b._fitted.count, len(b._actual_sorted), len(b._predicted_sorted),
+                     len(b._window_sorted)], dtype=np.int64)
+    return arrays, ints
+
+
+def restore_kernel_state(baseline: SeriesBaseline,
+                         arrays: tuple[npt.NDArray[np.float64], ...],
+                         ints: npt.NDArray[np.int64]) -> None:
+    b = baseline
+    counts = ints.tolist()
+    b._values.count, b._trailing.count, b._predictions.count, b._fitted.count = counts[:4]
+    b._actual_sorted = arrays[4][:counts[4]].tolist()
+    b._predicted_sorted = arrays[5][:counts[5]].tolist()
+    b._window_sorted = arrays[6][:counts[6]].tolist()
+    b._next_prediction = math.nan
+
+
+def planned_predictions(baseline: SeriesBaseline, values: npt.NDArray[np.float64]
+                        ) -> npt.NDArray[np.float64]:
+    """The seasonal predictions ``expect()`` would record for each of ``values`` pushed in
+    turn after the history (a function of the values alone, excluded ones included), at once,
+    for the compiled replay."""
+    history = baseline._values.last(baseline._values.capacity)
+    full = np.concatenate((history, np.asarray(values, dtype=np.float64)))
+    return seasonal_predictions(full, len(history), baseline.season,
+                                baseline.params.season_lags,
+                                baseline.params.season_halfwidth_points)

@@ -40,7 +40,9 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from monitor.anomaly.baseline import Ring, SeriesBaseline, quantile, sorted_median
+from monitor.anomaly import compiled
+from monitor.anomaly.baseline import (Ring, SeriesBaseline, kernel_state, planned_predictions,
+                                      quantile, restore_kernel_state, sorted_median)
 from monitor.anomaly.load_curve import LoadCurve, Neighbours
 from monitor.anomaly.params import AnomalyParams
 
@@ -92,6 +94,19 @@ class Hysteresis:
             self.active = False
             self._recent.clear()
         return False
+
+    def kernel_state(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        """The window and counters as ``monitor.anomaly.compiled`` keeps them."""
+        recent = np.zeros(self.for_points, dtype=np.uint8)
+        recent[:len(self._recent)] = list(self._recent)
+        return recent, np.array([len(self._recent), self._clears, self._extremes,
+                                 int(self.active)], dtype=np.int64)
+
+    def restore_kernel_state(self, recent: npt.NDArray[np.uint8],
+                             ints: npt.NDArray[np.int64]) -> None:
+        n, self._clears, self._extremes, active = ints.tolist()
+        self.active = bool(active)
+        self._recent = deque((bool(b) for b in recent[:n].tolist()), maxlen=self.for_points)
 
 
 class Exclusion:
@@ -162,6 +177,32 @@ class Reading:
     load_aware: bool = False  # judged against the values seen at a similar load
 
 
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A detector's readings over a replayed stretch, as columns (``Reading`` k is
+    ``reading(k)``); ``flags``: ``compiled``'s bits (1 active, 2 started, 4 warning,
+    8 judged at the load, 16 critical)."""
+
+    values: npt.NDArray[np.float64]
+    expected: npt.NDArray[np.float64]
+    z: npt.NDArray[np.float64]
+    score: npt.NDArray[np.float64]
+    flags: npt.NDArray[np.uint8]
+    ratio: npt.NDArray[np.float64] | None = None
+
+    @property
+    def active(self) -> npt.NDArray[np.bool_]:
+        return (self.flags & 1).astype(bool)
+
+    def reading(self, k: int) -> Reading:
+        f = int(self.flags[k])
+        level = Level.CRITICAL if f & 16 else Level.WARNING if f & 4 else None
+        return Reading(float(self.values[k]), float(self.expected[k]), float(self.z[k]),
+                       float(self.score[k]), bool(f & 1), bool(f & 2), level,
+                       math.nan if self.ratio is None else float(self.ratio[k]),
+                       bool(f & 8))
+
+
 _SPREAD_NORMAL = 0.62  # the mean local MAD of 10 points of normal noise, in sigmas
 _SPREAD_Q99 = 1.22     # and its 99% quantile
 
@@ -186,10 +227,73 @@ class RobustDetector:
         self._was_active = False
         self._kind = ""  # of the last expectation
 
-    def plan(self, values: npt.NDArray[np.float64]) -> None:
-        """A replay: ``values`` are the next points ``update`` will get
-        (``SeriesBaseline.plan``)."""
-        self.baseline.plan(values)
+    def replay(self, values: npt.NDArray[np.float64],
+               loads: npt.NDArray[np.float64] | None = None) -> Replayed:
+        """``update`` for every point (with its load), compiled: the same readings, and this
+        detector left in the same state (``monitor.anomaly.compiled``)."""
+        p = self.params
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        if not compiled.AVAILABLE:
+            return _stepwise(self, values, loads)
+        t = len(values)
+        log_loads = np.full(t, math.nan)
+        if loads is not None and self.curve is not None:
+            log_loads = np.array([math.log(x) if math.isfinite(x) and x > 0 else math.nan
+                                  for x in np.asarray(loads, dtype=np.float64).tolist()])
+        predictions = planned_predictions(self.baseline, values)
+        sb, sb_ints = kernel_state(self.baseline)
+        curve = self.curve
+        if curve is not None:
+            rings = (curve._log_loads._data, curve._values._data)
+            curve_ints = np.array([curve._log_loads.count, curve._values.count], np.int64)
+        else:
+            rings = (np.full(2, math.nan), np.full(2, math.nan))
+            curve_ints = np.zeros(2, np.int64)
+        level_recent, level_ints = self.hysteresis.kernel_state()
+        spread_recent, spread_ints = self.spread.kernel_state()
+        tails = [self.tails["trailing"], self.tails["seasonal"], self.tails["load"],
+                 self.spread_tail]
+        tail_ints = np.array([x for tail in tails for x in (tail._deviations.count,
+                                                           tail._since)], np.int64)
+        factors = np.array([tail.factor for tail in tails])
+        spread_z = np.zeros(p.spread_points)
+        spread_v = np.zeros(p.spread_points)
+        for i, (recent_z, recent_value) in enumerate(self._recent):
+            spread_z[i], spread_v[i] = recent_z, recent_value
+        state = np.array([len(self._recent), int(self._was_active), compiled.KINDS[self._kind],
+                          self.exclusion.run], np.int64)
+        tail = tails[0]
+        fp = (p.z_alert, p.z_clear, p.z_extreme, p.spread_alert, p.spread_clear,
+              p.relative_scale_floor, self.baseline.absolute_floor, p.tail_quantile,
+              curve._band if curve is not None else 0.0, tail.reference,
+              self.spread_tail.reference)
+        ip = (compiled.DIRECTIONS[self.direction], self.baseline.trailing_points, p.min_points,
+              p.min_seasonal_points, p.trend_points, p.for_points, p.for_breaches,
+              p.clear_points, self.hysteresis.extreme_points, p.relearn_points,
+              p.spread_points, p.tail_refresh_points, tail.min_points, p.load_curve_points,
+              p.load_min_neighbours, int(curve is not None))
+        expected, z, score = np.empty(t), np.empty(t), np.empty(t)
+        flags = np.zeros(t, np.uint8)
+        compiled.robust_replay(values, log_loads, predictions, sb, sb_ints, rings, curve_ints,
+                               (level_recent, spread_recent), (level_ints, spread_ints),
+                               tuple(x._deviations._data for x in tails), tail_ints, factors,
+                               spread_z, spread_v, state, fp, ip, expected, z, score, flags)
+        restore_kernel_state(self.baseline, sb, sb_ints)
+        if curve is not None:
+            curve._log_loads.count, curve._values.count = curve_ints.tolist()
+        self.hysteresis.restore_kernel_state(level_recent, level_ints)
+        self.spread.restore_kernel_state(spread_recent, spread_ints)
+        counts = tail_ints.tolist()
+        for i, x in enumerate(tails):
+            x._deviations.count, x._since, x.factor = counts[2 * i], counts[2 * i + 1], float(
+                factors[i])
+        n, was_active, kind, run = state.tolist()
+        self._recent = deque(zip(spread_z[:n].tolist(), spread_v[:n].tolist()),
+                             maxlen=p.spread_points)
+        self._was_active = bool(was_active)
+        self._kind = next(name for name, code in compiled.KINDS.items() if code == kind)
+        self.exclusion.run = run
+        return Replayed(values, expected, z, score, flags)
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         """One point; ``load``: the offered load at it (used by a load-aware detector)."""
@@ -275,16 +379,43 @@ class RatioDetector:
         self.critical = Hysteresis(params.for_points, params.clear_points)
         self.exclusion = Exclusion(params.relearn_points)
 
-    def plan(self, values: npt.NDArray[np.float64], loads: npt.NDArray[np.float64]) -> None:
-        """A replay: the next points ``update`` will get, with their loads
-        (``SeriesBaseline.plan``)."""
-        values = np.asarray(values, dtype=np.float64)
-        loads = np.asarray(loads, dtype=np.float64)
+    def replay(self, values: npt.NDArray[np.float64], loads: npt.NDArray[np.float64]
+               ) -> Replayed:
+        """``update`` for every point with its load, compiled: the same readings, and this
+        detector left in the same state (``monitor.anomaly.compiled``)."""
+        p = self.params
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        loads = np.ascontiguousarray(loads, dtype=np.float64)
+        if not compiled.AVAILABLE:
+            return _stepwise(self, values, loads)
+        t = len(values)
         has_load = np.isfinite(loads) & (loads > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_load = np.where(has_load, values / np.where(has_load, loads, 1.0), np.nan)
-        self.baseline.plan(values)
-        self.efficiency.plan(per_load)
+        predictions = planned_predictions(self.baseline, values)
+        efficiency_predictions = planned_predictions(self.efficiency, per_load)
+        sb, sb_ints = kernel_state(self.baseline)
+        eff, eff_ints = kernel_state(self.efficiency)
+        warning_recent, warning_ints = self.warning.kernel_state()
+        critical_recent, critical_ints = self.critical.kernel_state()
+        state = np.array([self.exclusion.run], np.int64)
+        fp = (p.relative_scale_floor, self.baseline.absolute_floor, p.capacity_quantile,
+              p.ratio_warning, p.ratio_critical, p.ratio_clear_margin)
+        ip = (self.baseline.trailing_points, self.efficiency.trailing_points, p.min_points,
+              p.min_seasonal_points, p.trend_points, p.for_points, p.clear_points,
+              p.relearn_points, self.baseline._quantile_points)
+        expected, z, score, ratio = np.empty(t), np.empty(t), np.empty(t), np.empty(t)
+        flags = np.zeros(t, np.uint8)
+        compiled.ratio_replay(values, loads, predictions, efficiency_predictions, sb, sb_ints,
+                              eff, eff_ints, (warning_recent, critical_recent),
+                              (warning_ints, critical_ints), state, fp, ip, expected, z, score,
+                              ratio, flags)
+        restore_kernel_state(self.baseline, sb, sb_ints)
+        restore_kernel_state(self.efficiency, eff, eff_ints)
+        self.warning.restore_kernel_state(warning_recent, warning_ints)
+        self.critical.restore_kernel_state(critical_recent, critical_ints)
+        self.exclusion.run = int(state[0])
+        return Replayed(values, expected, z, score, flags, ratio)
 
     def update(self, value: float, load: float = math.nan) -> Reading:
         p = self.params
@@ -327,3 +458,19 @@ class RatioDetector:
         if self.critical.active:
             return Level.CRITICAL
         return Level.WARNING if self.warning.active else None
+
+
+def _stepwise(detector: RobustDetector | RatioDetector, values: npt.NDArray[np.float64],
+              loads: npt.NDArray[np.float64] | None) -> Replayed:
+    """``replay`` without numba: ``update`` point by point, into the same columns."""
+    t = len(values)
+    expected, z, score, ratio = np.empty(t), np.empty(t), np.empty(t), np.empty(t)
+    flags = np.zeros(t, np.uint8)
+    load_list = [math.nan] * t if loads is None else np.asarray(loads, np.float64).tolist()
+    for k, (value, load) in enumerate(zip(values.tolist(), load_list)):
+        r = detector.update(value, load)
+        expected[k], z[k], score[k], ratio[k] = r.expected, r.z, r.score, r.ratio
+        flags[k] = (r.active | r.started << 1 | (r.level is Level.WARNING) << 2
+                    | r.load_aware << 3 | (r.level is Level.CRITICAL) << 4)
+    return Replayed(values, expected, z, score, flags,
+                    ratio if isinstance(detector, RatioDetector) else None)

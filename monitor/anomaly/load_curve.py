@@ -55,7 +55,7 @@ class Missing:
 
 MISSING: Final = Missing()
 # Which of the last points are the nearest: a mask or indices; None: too few near
-Pick = npt.NDArray[np.bool_] | npt.NDArray[np.intp] | None
+Pick = npt.NDArray[np.bool_] | None
 
 
 class LoadCurve:
@@ -102,10 +102,17 @@ class LoadCurve:
         count = np.count_nonzero(near)
         if count < k:
             return None
-        if count == k:  # the k nearest are those in the band (their order does not matter)
+        if count == k:  # the k nearest are those in the band
             return near
+        # The k nearest; where several sit at the k-th distance (a load repeated exactly),
+        # the most recent of them, so the pick never depends on how a selection orders ties
+        # (the compiled replay, ``monitor.anomaly.compiled``, picks the same).
         distance[~near] = np.inf
-        return np.argpartition(distance, k - 1)[:k]
+        kth = np.partition(distance, k - 1)[k - 1]
+        pick: npt.NDArray[np.bool_] = distance < kth
+        tied = np.flatnonzero(distance == kth)
+        pick[tied[len(tied) - (k - np.count_nonzero(pick)):]] = True
+        return pick
 
     def push(self, load: float, value: float, accepted: bool = True) -> None:
         """Learn the point (not an anomalous one, nor one without a load or a value)."""

@@ -69,8 +69,9 @@ class AnomalyMonitor:
                 first = next((k for k, (_, row) in enumerate(rows)
                               if any(not math.isnan(v) for v in row.values())), len(rows))
                 rows = rows[first:]
-            if replay:
-                for state in detector.replay(rows):  # one by one: weeks of states are big
+            if replay:  # compiled; only the last state is built
+                state = detector.catch_up(rows)
+                if state is not None:
                     self.states[target] = state
             else:
                 for t, row in rows:

@@ -34,7 +34,7 @@ from monitor.anomaly.detectors import Hysteresis, Level, Reading, squash
 from monitor.anomaly.params import AnomalyParams
 
 
-_IDLE = Reading(math.nan, math.nan, math.nan, 0.0, False, False)
+IDLE = Reading(math.nan, math.nan, math.nan, 0.0, False, False)
 
 
 class MultivariateDetector:
@@ -59,13 +59,24 @@ class MultivariateDetector:
         if len(x) != len(self.features):
             raise ValueError(f"expected {len(self.features)} values ({self.features}), "
                              f"got {len(x)}")
-        reading = self._score(x) if score else _IDLE
+        reading = self._score(x) if score else IDLE
         if not (flagged_elsewhere or reading.active) and not np.isnan(x).all():
             self._training.append(x)
             self._since_fit += 1
         if score and self._due():
             self._fit()
         return reading
+
+    def collect(self, vectors: npt.NDArray[np.float64], flagged: npt.NDArray[np.bool_]
+                ) -> None:
+        """``update(vector, flagged, score=False)`` for each row of ``vectors``, at once."""
+        if vectors.shape[1:] != (len(self.features),):
+            raise ValueError(f"expected rows of {len(self.features)} values ({self.features}), "
+                             f"got shape {vectors.shape}")
+        keep = ~flagged & ~np.isnan(vectors).all(axis=1)
+        kept = vectors[keep]
+        self._training.extend(kept[-self.params.multivariate_training_points:])
+        self._since_fit += len(kept)
 
     def _score(self, x: npt.NDArray[np.float64]) -> Reading:
         if self._covariance is None or np.isnan(x).all():

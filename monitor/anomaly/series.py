@@ -43,11 +43,6 @@ class SeriesScorer:
         self.ratio = RatioDetector(params) if direction is not Direction.UP else None
         self._active = False
 
-    def plan(self, values: npt.NDArray[np.float64]) -> None:
-        """A replay without loads: ``values`` are the next points ``update`` will get (their
-        seasonal predictions computed at once, ``SeriesBaseline.plan``)."""
-        self.robust.plan(values)
-
     def update(self, timestamp: float, value: float, load: float = math.nan) -> ScoredPoint:
         per_load = math.isfinite(load) and load > 0
         robust = self.robust.update(value / load if per_load else value)
@@ -82,14 +77,12 @@ def score_timeline(line: Timeline, params: AnomalyParams,
                    progress: ProgressBar | None = None) -> RowScores:
     """Feed the timeline's steps in time order; the scores and alert starts of its rows."""
     scorer = SeriesScorer(params, direction)
-    scores = np.zeros(len(line.values))
-    started = np.zeros(len(line.values), dtype=bool)
-    scorer.plan(line.values)
-    for k, (t, v) in enumerate(zip(line.times.tolist(), line.values.tolist())):
-        point = scorer.update(t, v)
-        scores[k], started[k] = point.score, point.started
-        if progress is not None:
-            progress.advance()
+    replayed = scorer.robust.replay(line.values)  # compiled, equal to ``update`` point by point
+    if progress is not None:
+        progress.advance(len(line.values))
+    scores = replayed.score
+    active = replayed.active
+    started = active & ~np.concatenate(([False], active[:-1]))
     rows = line.point_of_row
     first = line.first_row[rows] == np.arange(len(rows))
     return RowScores(scores[rows], started[rows] & first)

@@ -7,17 +7,19 @@ shared between targets.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from monitor.anomaly.detectors import Level, RatioDetector, Reading, RobustDetector
+from monitor.anomaly.detectors import Level, RatioDetector, Reading, Replayed, RobustDetector
 from monitor.anomaly.diagnosis import Diagnosis, diagnose
 from monitor.anomaly.load_curve import Neighbours
 from monitor.anomaly.features import OFFERED_LOAD, SCORED, THROUGHPUT, VECTOR, Feature, vector
-from monitor.anomaly.multivariate import MultivariateDetector
+from monitor.anomaly.multivariate import IDLE as _IDLE, MultivariateDetector
 from monitor.anomaly.params import AnomalyParams
 
 MULTIVARIATE = "multivariate"
@@ -62,36 +64,67 @@ class TargetDetector:
                ) -> Iterator[TargetState]:
         """A stretch of history at once (a restart's replay): the states ``update`` gives row
         by row, equal to them, with ``warm_up`` on every row but the last (on every row:
-        ``live_last`` False). What is a function of the values alone (the seasonal
-        predictions) is computed for the whole stretch first, vectorised."""
-        self.plan([row for _, row in rows])
-        last = len(rows) - 1
-        for k, (t, row) in enumerate(rows):
-            yield self.update(t, row, warm_up=not (live_last and k == last))
+        ``live_last`` False). The detectors run compiled over the stretch
+        (``monitor.anomaly.compiled``); the states are built from their columns as they are
+        iterated. ``catch_up`` gives only the last, without building the others."""
+        history = rows[:-1] if live_last and rows else rows
+        columns = self._replay_columns(history)
+        for k, (t, row) in enumerate(history):
+            readings = {name: c.reading(k) for name, c in columns.items()}
+            readings[MULTIVARIATE] = _IDLE
+            yield self._state(t, row, readings)
+        if live_last and rows:
+            yield self.update(*rows[-1])
 
-    def plan(self, rows: Sequence[Mapping[str, float]]) -> None:
-        """The next rows ``update`` will get, in order: their seasonal predictions, at once."""
+    def catch_up(self, rows: Sequence[tuple[float, Mapping[str, float]]]
+                 ) -> TargetState | None:
+        """``replay``'s last state (None without rows), the others not built: what a restart
+        needs to resume a target."""
+        if not rows:
+            return None
+        history = rows[:-1]
+        columns = self._replay_columns(history)
+        if history:  # the anomaly in progress at the end of the history, if any
+            active = np.zeros(len(history), dtype=bool)
+            for c in columns.values():
+                active |= c.active
+            quiet = np.flatnonzero(~active)
+            first = int(quiet[-1]) + 1 if len(quiet) else 0
+            self._was_active, self._diagnosis, self._steps_active = False, None, 0
+            for k in range(first, len(history)):
+                readings = {name: c.reading(k) for name, c in columns.items()
+                            if c.active[k]}
+                self._state(history[k][0], history[k][1], readings)
+        return self.update(*rows[-1])
+
+    def _replay_columns(self, rows: Sequence[tuple[float, Mapping[str, float]]]
+                        ) -> dict[str, Replayed]:
+        """Every detector over ``rows`` (as ``update(warm_up=True)`` row by row), compiled;
+        the multivariate detector collects its training vectors."""
         def column(name: str) -> npt.NDArray[np.float64]:
-            return np.array([row.get(name, math.nan) for row in rows], dtype=np.float64)
+            return np.array([row.get(name, math.nan) for _, row in rows], dtype=np.float64)
 
-        self.throughput.plan(column(THROUGHPUT), column(OFFERED_LOAD))
-        for name, detector in self.scored.items():
-            detector.plan(column(name))
+        if not rows:
+            return {}
+        load = column(OFFERED_LOAD)
+        # The detectors are independent and their kernels release the GIL: one per core.
+        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+            jobs = {THROUGHPUT: pool.submit(self.throughput.replay, column(THROUGHPUT), load)}
+            for name, detector in self.scored.items():
+                jobs[name] = pool.submit(detector.replay, column(name), load)
+            columns = {name: job.result() for name, job in jobs.items()}
+        flagged = np.zeros(len(rows), dtype=bool)
+        for c in columns.values():
+            flagged |= c.active
+        self.multivariate.collect(
+            np.array([vector(dict(row)) for _, row in rows], dtype=np.float64), flagged)
+        self.last_time = rows[-1][0]
+        return columns
 
-    def update(self, time: float, row: Mapping[str, float], warm_up: bool = False
+    def _state(self, time: float, row: Mapping[str, float], readings: dict[str, Reading]
                ) -> TargetState:
-        """One step. ``warm_up``: replaying history, the forest only collects its training
-        data (it is fitted once, on the first live step, instead of every refit interval)."""
-        self._neighbours.clear()
-        readings = {THROUGHPUT: self.throughput.update(row.get(THROUGHPUT, math.nan),
-                                                       row.get(OFFERED_LOAD, math.nan))}
-        load = row.get(OFFERED_LOAD, math.nan)
-        for name, detector in self.scored.items():
-            readings[name] = detector.update(row.get(name, math.nan), load)
-        flagged = any(r.active for r in readings.values())
-        readings[MULTIVARIATE] = self.multivariate.update(vector(dict(row)), flagged,
-                                                          score=not warm_up)
-        self.last_time = time
+        """The target's state from its detectors' readings of one step (the anomaly's start,
+        level and diagnosis carried from step to step)."""
         active = {name: r for name, r in readings.items() if r.active}
         if not active:
             self._was_active, self._diagnosis, self._steps_active = False, None, 0
@@ -109,5 +142,22 @@ class TargetDetector:
         return TargetState(self.target, time, readings, level, self._diagnosis, started,
                            dict(row))
 
+    def update(self, time: float, row: Mapping[str, float], warm_up: bool = False
+               ) -> TargetState:
+        """One step. ``warm_up``: replaying history, the forest only collects its training
+        data (it is fitted once, on the first live step, instead of every refit interval)."""
+        self._neighbours.clear()
+        readings = {THROUGHPUT: self.throughput.update(row.get(THROUGHPUT, math.nan),
+                                                       row.get(OFFERED_LOAD, math.nan))}
+        load = row.get(OFFERED_LOAD, math.nan)
+        for name, detector in self.scored.items():
+            readings[name] = detector.update(row.get(name, math.nan), load)
+        flagged = any(r.active for r in readings.values())
+        readings[MULTIVARIATE] = self.multivariate.update(vector(dict(row)), flagged,
+                                                          score=not warm_up)
+        self.last_time = time
+        return self._state(time, row, readings)
 
+
+_WORKERS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 _WEAK = frozenset({"unclassified", "unusual_combination"})
