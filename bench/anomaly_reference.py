@@ -1,7 +1,8 @@
 """Labelled end-to-end evaluation of the anomaly detectors on the real reference server.
 
-    python -m bench.anomaly_reference [--step 5] [--fault-steps 15] [--json out.json]
-        [--timeline] [--workdir DIR]
+    python -m bench.anomaly_reference [--step 5] [--fault-steps 15] [--warmup-steps 132]
+        [--json out.json] [--timeline] [--workdir DIR]
+    python -m bench.anomaly_reference --report-json out.json   # re-score a saved run
 
 The reference server (tiny model, CPU, one torch thread, fault injection on) gets an
 open-loop Poisson load whose rate follows a slow cosine cycle between ``low_fraction`` and
@@ -29,9 +30,16 @@ TIME-COMPRESSED. The detectors count durations in steps (``AnomalyParams.step_se
 in production: "5 steps" is the 5-minute hold). A real-time run at 60 s steps would take
 hours, so this one runs ``AnomalyParams(step_seconds=5)`` with every other parameter at its
 default: ONE STEP OF 5 s HERE STANDS FOR ONE MINUTE OF A PRODUCTION RUN (the 15-step faults
-are 15 "minutes", the 36-step warm-up 36 "minutes", the 4-minute load cycle a 48-"minute"
+are 15 "minutes", the 132-step warm-up 132 "minutes", the 4-minute load cycle a 48-"minute"
 one). Each step's percentiles and rates come from ~5 scrapes and a few dozen requests, so
 they are noisier than a production minute's.
+
+The warm-up is 132 steps (2 h 12 "minutes"), as a deployment that has watched the target for
+two hours before its first incident: the multivariate detector fits its first model on
+``multivariate_min_points`` (120) points no other detector flagged, so it is fitted and
+scoring before the first fault (the report says at which step; a shorter ``--warmup-steps``
+leaves it unfitted, and the report says that too). 132 = 36 + two 48-step load cycles: the
+faults meet the load at the same phases as with the 36-step warm-up of the earlier runs.
 
 Labels and scoring, per run: a fault's label is its steps ``[inject, clear - 1]``. Its
 evaluation window (for detection, NAB and the per-window metrics) extends ``recovery_steps``
@@ -48,7 +56,15 @@ detection) in that tail is part of the fault, not a false alert. Reported:
 * NAB normalized scores (:mod:`monitor.anomaly.nab`; standard, reward_low_fp_rate,
   reward_low_fn_rate) of the per-step alert starts, windows = the evaluation windows,
   probation = the warm-up steps; and recall, precision and mean delay per window
-  (:func:`monitor.anomaly.nab.window_metrics`).
+  (:func:`monitor.anomaly.nab.window_metrics`);
+* per detector (the throughput ratio, each scored feature, the multivariate distance; its own
+  alert starts, from its reading's ``started``): per fault, whether it fired (one of its alerts
+  starts in the window; "carried" when it was already alerting at the injection) and its delay
+  (steps and seconds, as above); its precision (its alert starts inside a window over all its
+  alert starts, the warm-up's included), recall over the faults, mean delay, and its false
+  alert starts outside the windows, also per "week" at the time compression (one step stands
+  for a minute, so a week is 10,080 steps; counted over the clean steps on which the detector
+  had a baseline, i.e. could alert).
 
 The load generator, the collector, the store and the detectors run in this process beside
 the server: on a small machine they compete for the same cores, which shows in the latency
@@ -69,25 +85,27 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import numpy.typing as npt
 
 from bench.stack import collecting, sqlite_store
 from monitor.anomaly import nab
 from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT
 from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
-from monitor.anomaly.target import TargetDetector, TargetState
+from monitor.anomaly.target import MULTIVARIATE, TargetDetector, TargetState
 from monitor.demo import reference_server
 from monitor.loadgen import RequestRecord, RequestSpec, send_requests
 
 TARGET = "reference-0"
 MODEL = "tiny"
 _wall = time.time
+STEPS_PER_WEEK = 7 * 24 * 60  # one step stands for one production minute
 
 # Reported per step (the features the diagnosis reads, in a short form).
 STEP_VALUES: tuple[tuple[str, str], ...] = (
@@ -124,7 +142,7 @@ class Schedule:
     ``gap_steps`` clean, then ``tail_steps`` clean."""
 
     faults: tuple[FaultSpec, ...] = FAULTS
-    warmup_steps: int = 36
+    warmup_steps: int = 132   # the multivariate detector's 120 clean points, and 12 scored
     fault_steps: int = 15
     gap_steps: int = 20
     tail_steps: int = 15
@@ -229,6 +247,9 @@ class StepRecord:
     newly_active: tuple[str, ...]  # detectors whose own alert starts on this step
     throughput_ratio: float
     values: dict[str, float]
+    live: tuple[str, ...] = ()  # detectors with a baseline on this step (able to alert)
+    scores: dict[str, float] = field(default_factory=dict)  # every detector's score, [0, 1]
+    multivariate_z: float = math.nan  # distance over the training q99.5 (NaN: not fitted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +291,37 @@ class FalseAlert:
 
 
 @dataclass(frozen=True, slots=True)
+class DetectorFault:
+    """One detector on one fault's window."""
+
+    fault: str
+    fired: bool                  # one of its alerts starts in the window
+    carried: bool                # it was already alerting at the injection
+    detection_step: int | None
+    delay_steps: int | None      # 0: on the first fault step
+    delay_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorResult:
+    """One detector's own alert starts against the labelled windows."""
+
+    name: str
+    faults: list[DetectorFault]
+    alert_starts: int            # all of them, the warm-up's included
+    true_starts: int             # inside a fault's window
+    false_starts: int            # outside every window
+    false_in_warmup: int
+    live_clean_steps: int        # steps outside every window on which it could alert
+    first_live_step: int | None  # its first step with a baseline
+    precision: float             # true / all starts (NaN: it never alerted)
+    recall: float                # faults fired on / faults
+    mean_delay_steps: float | None
+    mean_delay_seconds: float | None
+    false_per_week: float        # false starts per 10,080 live clean steps (NaN: none live)
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
     faults: list[FaultResult]
     false_alerts: list[FalseAlert]        # alert starts outside every window (warm-up too)
@@ -279,6 +331,8 @@ class Evaluation:
     precision: float
     mean_delay_steps: float | None
     nab: dict[str, float]                 # profile -> normalized score
+    detectors: list[DetectorResult] = field(default_factory=list)
+    multivariate_fitted_step: int | None = None  # its first model fitted on this step
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +356,7 @@ class Result:
     evaluation: Evaluation
     load_stats: LoadStats
     wall_seconds: float
+    t0: float                   # step 0's start (unix seconds)
 
 
 class _RecordingDetector(TargetDetector):
@@ -389,7 +444,7 @@ async def _run(schedule: Schedule, step: float, load: LoadShape, settle: float,
                       sum(not r.ok for r in sent) - gave_up, gave_up,
                       len(sent) / (schedule.total_steps * step))
     return Result(step, settle, scrape_interval, schedule, load, server_args, steps,
-                  evaluate(steps, schedule, step, t0), stats, _wall() - began)
+                  evaluate(steps, schedule, step, t0), stats, _wall() - began, t0)
 
 
 async def _inject(base_url: str, token: str, schedule: Schedule, t0: float,
@@ -420,7 +475,11 @@ def _record(index: int, evaluated_at: float, state: TargetState, schedule: Sched
         active=tuple(sorted(state.active)),
         newly_active=tuple(sorted(n for n, r in state.readings.items() if r.started)),
         throughput_ratio=throughput.ratio if throughput is not None else math.nan,
-        values={name: state.values.get(name, math.nan) for name, _ in STEP_VALUES})
+        values={name: state.values.get(name, math.nan) for name, _ in STEP_VALUES},
+        live=tuple(sorted(n for n, r in state.readings.items() if not math.isnan(r.expected))),
+        scores={n: r.score for n, r in sorted(state.readings.items())},
+        multivariate_z=(state.readings[MULTIVARIATE].z if MULTIVARIATE in state.readings
+                        else math.nan))
 
 
 def evaluate(steps: Sequence[StepRecord], schedule: Schedule, step_seconds: float,
@@ -449,11 +508,57 @@ def evaluate(steps: Sequence[StepRecord], schedule: Schedule, step_seconds: floa
             scores[name] = nab.normalized([series])
         else:
             scores[name] = math.nan
+    names = sorted({n for s in steps for n in (*s.scores, *s.live, *s.active)},
+                   key=_detector_order)
+    fitted = next((s.index - 1 for s in steps if MULTIVARIATE in s.live), None)
     return Evaluation(
         faults=faults, false_alerts=false_alerts,
         false_alert_steps=sum(1 for s in steps if s.level is not None and not inside[s.index]),
         clean_steps=int((~inside).sum()), recall=metrics.recall, precision=metrics.precision,
-        mean_delay_steps=metrics.mean_delay, nab=scores)
+        mean_delay_steps=metrics.mean_delay, nab=scores,
+        detectors=[_detector_result(name, steps, schedule, len(windows), inside,
+                                    step_seconds, t0) for name in names],
+        multivariate_fitted_step=fitted)
+
+
+def _detector_order(name: str) -> tuple[int, str]:
+    """The throughput ratio first, the multivariate distance last, the features between."""
+    return (0 if name == THROUGHPUT else 2 if name == MULTIVARIATE else 1, name)
+
+
+def _detector_result(name: str, steps: Sequence[StepRecord], schedule: Schedule,
+                     n_faults: int, inside: npt.NDArray[np.bool_], step_seconds: float,
+                     t0: float | None) -> DetectorResult:
+    starts = [s.index for s in steps if name in s.newly_active]
+    per_fault = []
+    for j in range(n_faults):
+        inject, end = schedule.inject_step(j), schedule.window_end(j)
+        hit = next((k for k in starts if inject <= k <= end), None)
+        carried = inject > 0 and name in steps[inject - 1].active
+        delay_seconds: float | None = None
+        if hit is not None:
+            delay_seconds = ((steps[hit].evaluated_at - (t0 + inject * step_seconds))
+                             if t0 is not None else (hit - inject + 1) * step_seconds)
+        per_fault.append(DetectorFault(
+            schedule.faults[j].name, hit is not None, carried, hit,
+            hit - inject if hit is not None else None, delay_seconds))
+    true = sum(1 for k in starts if inside[k])
+    false = [k for k in starts if not inside[k]]
+    live_clean = sum(1 for s in steps if name in s.live and not inside[s.index])
+    delays = [f.delay_steps for f in per_fault if f.delay_steps is not None]
+    seconds = [f.delay_seconds for f in per_fault if f.delay_seconds is not None]
+    return DetectorResult(
+        name=name, faults=per_fault, alert_starts=len(starts), true_starts=true,
+        false_starts=len(false),
+        false_in_warmup=sum(1 for k in false if k < schedule.warmup_steps),
+        live_clean_steps=live_clean,
+        first_live_step=next((s.index for s in steps if name in s.live), None),
+        precision=true / len(starts) if starts else math.nan,
+        recall=sum(f.fired for f in per_fault) / n_faults if n_faults else math.nan,
+        mean_delay_steps=float(np.mean(delays)) if delays else None,
+        mean_delay_seconds=float(np.mean(seconds)) if seconds else None,
+        false_per_week=(len(false) * STEPS_PER_WEEK / live_clean if live_clean
+                        else math.nan))
 
 
 def _length(steps: Sequence[StepRecord], start: int) -> int:
@@ -556,7 +661,44 @@ def report(result: Result) -> str:
     lines.append(f"NAB normalized (windows = fault steps + {sched.recovery_steps} recovery "
                  f"steps, probation = the {sched.warmup_steps} warm-up steps, detections = "
                  "alert starts): " + ", ".join(f"{k} {v:.1f}" for k, v in ev.nab.items()))
+    lines.append("")
+    lines.extend(detector_report(result))
     return "\n".join(lines)
+
+
+def detector_report(result: Result) -> list[str]:
+    """Per detector: fired per fault (delay in steps), precision, recall, false starts."""
+    ev, sched = result.evaluation, result.schedule
+    if ev.multivariate_fitted_step is None:
+        fitted = ("multivariate: NEVER fitted (needs multivariate_min_points clean points; "
+                  f"the warm-up was {sched.warmup_steps} steps)")
+    else:
+        fitted = (f"multivariate: first fitted on step {ev.multivariate_fitted_step}, scoring "
+                  f"from step {ev.multivariate_fitted_step + 1} (first fault at step "
+                  f"{sched.inject_step(0) if sched.faults else '-'})")
+    names = [f.name for f in ev.faults]
+    lines = [
+        "per detector (its own alert starts; per fault: delay in steps if one starts in the "
+        "window, 'c' already alerting at the injection, '-' none; false/week: its false "
+        f"starts per {STEPS_PER_WEEK} clean steps it could alert on, 1 step = 1 minute):",
+        fitted,
+        f"{'detector':<28} " + " ".join(f"{n[:15]:>15}" for n in names)
+        + f" {'prec':>5} {'recall':>6} {'delay st/s':>11} {'false':>5} {'(warm)':>6}"
+        f" {'clean':>5} {'false/wk':>8}",
+    ]
+    for d in ev.detectors:
+        cells = []
+        for f in d.faults:
+            cell = (f"{f.delay_steps} st {f.delay_seconds:.0f}s"
+                    if f.delay_steps is not None and f.delay_seconds is not None else "-")
+            cells.append(f"{cell + (' c' if f.carried else ''):>15}")
+        delay = ("-" if d.mean_delay_steps is None or d.mean_delay_seconds is None
+                 else f"{d.mean_delay_steps:.1f}/{d.mean_delay_seconds:.0f}")
+        lines.append(f"{d.name:<28} " + " ".join(cells)
+                     + f" {_fmt(d.precision, 2):>5} {_fmt(d.recall, 2):>6} {delay:>11}"
+                     f" {d.false_starts:>5} {d.false_in_warmup:>6} {d.live_clean_steps:>5}"
+                     f" {_fmt(d.false_per_week, 3):>8}")
+    return lines
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -575,6 +717,42 @@ def to_json(result: Result) -> dict[str, Any]:
     return out
 
 
+def from_json(data: Mapping[str, Any]) -> Result:
+    """A run written by ``to_json``, its steps re-scored by today's ``evaluate``."""
+    def num(value: Any) -> float:
+        return math.nan if value is None else float(value)
+
+    try:
+        sched = dict(data["schedule"])
+        sched["faults"] = tuple(FaultSpec(f["name"], f["kind"], f["value"], tuple(f["expected"]))
+                                for f in sched["faults"])
+        schedule = Schedule(**sched)
+        shape = dict(data["load"])
+        for key in ("prompt_chars", "max_tokens"):
+            shape[key] = tuple(shape[key])
+        shape["profile"] = tuple(tuple(p) for p in shape["profile"])
+        load = LoadShape(**shape)
+        steps = []
+        for raw in data["steps"]:
+            step = dict(raw)
+            for key in ("active", "newly_active", "live"):
+                step[key] = tuple(step.get(key, ()))
+            step["values"] = {k: num(v) for k, v in step["values"].items()}
+            step["scores"] = {k: num(v) for k, v in step.get("scores", {}).items()}
+            for key in ("score", "throughput_ratio", "multivariate_z"):
+                step[key] = num(step.get(key))
+            steps.append(StepRecord(**step))
+        step_seconds, t0 = float(data["step_seconds"]), data.get("t0")
+        return Result(step_seconds, float(data["settle_seconds"]),
+                      float(data["scrape_interval"]), schedule, load,
+                      tuple(data["server_args"]), steps,
+                      evaluate(steps, schedule, step_seconds, t0),
+                      LoadStats(**data["load_stats"]), float(data["wall_seconds"]),
+                      math.nan if t0 is None else float(t0))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a bench.anomaly_reference --json result: {exc!r}") from exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     defaults, load_defaults = Schedule(), LoadShape()
@@ -590,7 +768,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep the run's SQLite store (anomaly-reference.db) here")
     parser.add_argument("--timeline", action="store_true",
                         help="print every step as it is evaluated")
+    parser.add_argument("--report-json", type=Path, default=None, metavar="PATH",
+                        help="no run: re-score and report a run saved with --json")
     args = parser.parse_args(argv)
+    if args.report_json is not None:
+        try:
+            saved = from_json(json.loads(args.report_json.read_text()))
+        except (OSError, ValueError) as exc:
+            parser.error(f"--report-json {args.report_json}: {exc}")
+        print(report(saved))
+        if args.json:
+            args.json.write_text(json.dumps(to_json(saved), indent=1))
+        return 0
     schedule = Schedule(fault_steps=args.fault_steps, gap_steps=args.gap_steps,
                         warmup_steps=args.warmup_steps)
     load = dataclasses.replace(load_defaults, base_rate=args.rate,
