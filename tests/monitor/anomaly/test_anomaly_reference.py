@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.anomaly_reference import (
-    FAULTS, LoadShape, Schedule, StepRecord, evaluate, report, run, to_json,
+    FAULTS, LoadShape, LoadStats, Result, Schedule, StepRecord, evaluate, from_json, report,
+    run, to_json,
 )
 
 BY_NAME = {f.name: f for f in FAULTS}
@@ -90,6 +91,45 @@ def test_an_alert_carried_into_a_fault_counts_when_a_new_detector_turns_on() -> 
     assert [a.step for a in ev.false_alerts] == [3]
 
 
+def test_per_detector_precision_recall_delay_and_false_alerts_per_week() -> None:
+    # error_ratio starts on kv_squeeze's 2nd step; queue_depth in the warm-up (false) and on
+    # throughput_drop's 2nd step; the multivariate model is fitted on step 8, starts a false
+    # alert on 10 in the clean gap and is still alerting when throughput_drop begins (12).
+    records = steps({5: "errors", 6: "errors", 10: "slow_gpu"})
+    active = {2: ("queue_depth",), 5: ("error_ratio",), 6: ("error_ratio",),
+              10: ("multivariate",), 11: ("multivariate",), 13: ("queue_depth",)}
+    starts = {2: ("queue_depth",), 5: ("error_ratio",), 10: ("multivariate",),
+              13: ("queue_depth",)}
+    for k, r in enumerate(records):
+        live = ("error_ratio", "queue_depth") + (("multivariate",) if k >= 9 else ())
+        records[k] = dataclasses.replace(r, active=active.get(k, ()),
+                                         newly_active=starts.get(k, ()), live=live)
+    ev = evaluate(records, SMALL, 5.0, t0=100.0)
+    assert ev.multivariate_fitted_step == 8
+    errors, queue, multi = ev.detectors
+    assert [errors.name, queue.name, multi.name] == ["error_ratio", "queue_depth",
+                                                     "multivariate"]
+    assert [f.delay_steps for f in errors.faults] == [1, None]
+    assert errors.faults[0].delay_seconds == pytest.approx(132.5 - 120.0)
+    assert (errors.precision, errors.recall, errors.false_starts) == (1.0, 0.5, 0)
+    assert errors.live_clean_steps == 7 and errors.false_per_week == 0.0
+    assert [f.fired for f in queue.faults] == [False, True] and queue.mean_delay_steps == 1
+    assert (queue.alert_starts, queue.true_starts, queue.false_starts,
+            queue.false_in_warmup) == (2, 1, 1, 1)
+    assert queue.precision == 0.5 and queue.false_per_week == pytest.approx(10080 / 7)
+    assert [(f.fired, f.carried) for f in multi.faults] == [(False, False), (False, True)]
+    assert multi.recall == 0.0 and multi.precision == 0.0 and multi.first_live_step == 9
+    assert multi.live_clean_steps == 3 and multi.false_per_week == pytest.approx(10080 / 3)
+    # A saved run re-scores to the same report.
+    result = Result(5.0, 2.0, 1.0, SMALL, LoadShape(), ("--num-threads", "1"), records, ev,
+                    LoadStats(10, 9, 1, 0, 0.1), 100.0, 100.0)
+    text = report(result)
+    assert "first fitted on step 8" in text and "multivariate" in text.split("per detector")[1]
+    assert report(from_json(to_json(result))) == text
+    with pytest.raises(ValueError, match="not a bench.anomaly_reference"):
+        from_json({"schedule": {}})
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(300)
@@ -115,4 +155,6 @@ def test_an_injected_error_fault_is_detected_and_diagnosed_after_a_quiet_warm_up
     assert fault.limit == "errors" and "error_ratio" in fault.detectors, report(result)
     assert result.evaluation.recall == 1.0 and result.evaluation.false_alerts == []
     assert to_json(result)["evaluation"]["faults"][0]["limit"] == "errors"
+    by_name = {d.name: d for d in result.evaluation.detectors}
+    assert by_name["error_ratio"].faults[0].fired, report(result)
     assert not math.isnan(result.evaluation.nab["standard"])
