@@ -370,6 +370,9 @@ def report(result: Result) -> str:
         delay = (f"{f.delay_steps} st {f.delay_seconds:5.1f} s"
                  if f.delay_steps is not None and f.delay_seconds is not None else "-")
         expected = "|".join(f.expected) or "none names it"
+        blind = sum(1 for s in result.steps[f.inject_step:f.clear_step]
+                    if math.isnan(s.values[THROUGHPUT]))
+        found += f" ({blind} st no data)" if blind else ""
         lines.append(
             f"{f.name:<13} {f.value:>5g} {f.inject_step:>4}-{f.clear_step - 1:<4} "
             f"{f.load_factor:>5.2f} {found:>8} {delay:>14}   {f.limit or '-'} / "
@@ -387,12 +390,12 @@ def report(result: Result) -> str:
         lines.append(f"  false start step {a.step} ({a.phase}, {a.length_steps} steps): "
                      f"{a.limit} [{', '.join(a.detectors)}]")
     names = [f.name for f in ev.faults]
-    lines += ["", f"{'detector':<26} {'recall':>6} {'prec':>5} {'delay':>5}  "
+    lines += ["", f"{'detector':<27} {'recall':>6} {'prec':>5} {'delay':>5}  "
               + " ".join(f"{n[:12]:>12}" for n in names) + "  false  per week"]
     for d in result.detectors:
         delays = " ".join(f"{'-' if d.delays.get(n) is None else d.delays[n]:>12}"
                           for n in names)
-        lines.append(f"{d.name:<26} {_fmt(d.recall):>6} {_fmt(d.precision):>5} "
+        lines.append(f"{d.name:<27} {_fmt(d.recall):>6} {_fmt(d.precision):>5} "
                      f"{_fmt(d.mean_delay_steps, 2):>5}  {delays}  {d.false_starts:>5}  "
                      f"{_fmt(d.false_per_week)}")
     return "\n".join(lines)
@@ -427,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tail-steps", type=int, default=SCHEDULE.tail_steps)
     parser.add_argument("--rate", type=float, default=LOAD.base_rate,
                         help="peak Poisson rate of the cycle, requests/s")
+    parser.add_argument("--seed", type=int, default=LOAD.seed,
+                        help="of the arrivals and prompts (the faults' too)")
     parser.add_argument("--engine-cpu", type=int, default=1,
                         help="the CPU vLLM (and the cpu_hog fault) is pinned to")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
@@ -441,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     schedule = dataclasses.replace(
         SCHEDULE, faults=tuple(FAULTS[n] for n in names), fault_steps=args.fault_steps,
         gap_steps=args.gap_steps, warmup_steps=args.warmup_steps, tail_steps=args.tail_steps)
-    load = dataclasses.replace(LOAD, base_rate=args.rate, period_seconds=48 * args.step)
+    load = dataclasses.replace(LOAD, base_rate=args.rate, period_seconds=48 * args.step,
+                               seed=args.seed)
     print(f"{schedule.total_steps} steps of {args.step:g} s (~"
           f"{schedule.total_steps * args.step / 60:.1f} min after vLLM starts); 1 step stands "
           "for 1 minute", flush=True)
