@@ -430,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tail-steps", type=int, default=SCHEDULE.tail_steps)
     parser.add_argument("--rate", type=float, default=LOAD.base_rate,
                         help="peak Poisson rate of the cycle, requests/s")
+    parser.add_argument("--hogs", type=int, default=int(FAULTS["cpu_hog"].value),
+                        help="busy-loop processes of the cpu_hog fault")
     parser.add_argument("--seed", type=int, default=LOAD.seed,
                         help="of the arrivals and prompts (the faults' too)")
     parser.add_argument("--engine-cpu", type=int, default=1,
@@ -443,8 +445,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n for n in args.faults.split(",") if n]
     if unknown := [n for n in names if n not in FAULTS]:
         parser.error(f"--faults: unknown {unknown}; known: {list(FAULTS)}")
+    if args.hogs < 1:
+        parser.error(f"--hogs: need at least 1, got {args.hogs}")
+    faults = {**FAULTS, "cpu_hog": dataclasses.replace(FAULTS["cpu_hog"], value=args.hogs)}
     schedule = dataclasses.replace(
-        SCHEDULE, faults=tuple(FAULTS[n] for n in names), fault_steps=args.fault_steps,
+        SCHEDULE, faults=tuple(faults[n] for n in names), fault_steps=args.fault_steps,
         gap_steps=args.gap_steps, warmup_steps=args.warmup_steps, tail_steps=args.tail_steps)
     load = dataclasses.replace(LOAD, base_rate=args.rate, period_seconds=48 * args.step,
                                seed=args.seed)
