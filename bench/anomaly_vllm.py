@@ -48,10 +48,9 @@ TIME-COMPRESSED as ``bench.anomaly_reference``: ``AnomalyParams(step_seconds=5)`
 parameter default; ONE STEP OF 5 s HERE STANDS FOR ONE MINUTE OF A PRODUCTION RUN, so "per
 week" below is per 10,080 steps. Labels and scoring are the reference run's
 (:func:`bench.anomaly_reference.evaluate`: label ``[inject, clear - 1]``, window to
-``recovery_steps`` past the clear, NAB with the warm-up as probation), plus per detector
-(the step its own alert starts, :func:`monitor.anomaly.nab.window_metrics`): recall,
-precision, delay per fault, false alert starts after the warm-up outside every window, and
-those per "week".
+``recovery_steps`` past the clear, NAB with the warm-up as probation, and per detector on its
+own alert starts: recall, precision, delay per fault, false starts and those per "week"),
+plus the target alert's false starts after the warm-up per "week".
 """
 
 from __future__ import annotations
@@ -75,24 +74,21 @@ from typing import Any
 
 import numpy as np
 
+from bench import anomaly_reference as reference
 from bench.anomaly_reference import (
-    STEP_VALUES, Evaluation, FaultSpec, LoadShape, LoadStats, Schedule, StepRecord,
-    _record, _RecordingDetector, evaluate, step_line,
+    STEPS_PER_WEEK, FaultSpec, LoadShape, LoadStats, Schedule, StepRecord, _record,
+    _RecordingDetector, detector_report, evaluate, step_line,
 )
 from bench.stack import collecting, sqlite_store
-from monitor.anomaly import nab
-from monitor.anomaly.features import SCORED, THROUGHPUT
+from monitor.anomaly.features import THROUGHPUT
 from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
-from monitor.anomaly.target import MULTIVARIATE
 from monitor.loadgen import RequestRecord, RequestSpec, send_requests
 
 TARGET = "vllm-0"
 MAX_NUM_SEQS = 8
 ENGINE_ARGS: tuple[str, ...] = ("--max-num-seqs", str(MAX_NUM_SEQS))
 BAD_PROMPT_CHARS = 6000         # over --max-model-len 1024 in the tiny model's tokens
-STEPS_PER_WEEK = 7 * 24 * 60    # at one step per production minute
-DETECTORS: tuple[str, ...] = (THROUGHPUT, *(f.name for f in SCORED), MULTIVARIATE)
 QUEUEING = ("batch_size_cap", "token_budget", "kv_cache_pressure")
 
 # Injected at load factors ~0.68 falling, ~0.76 rising, ~0.51 falling, ~0.90 rising (the
@@ -110,29 +106,13 @@ LOAD = LoadShape(base_rate=12.0)
 
 
 @dataclass(frozen=True, slots=True)
-class DetectorResult:
-    name: str
-    recall: float
-    precision: float
-    mean_delay_steps: float | None
-    delays: dict[str, int | None]    # fault -> steps from injection to its own alert start
-    false_starts: int                # after the warm-up, outside every window
-    false_per_week: float            # at one step per production minute
-
-
-@dataclass(frozen=True, slots=True)
 class Result:
-    step_seconds: float
-    schedule: Schedule
-    load: LoadShape
-    engine_args: tuple[str, ...]
+    """The reference run's result (steps, evaluation, per-detector results) of this run, and
+    what is particular to a live vLLM."""
+
+    run: reference.Result           # server_args: vLLM's extra arguments
     engine_cpu: int
-    steps: list[StepRecord]
-    evaluation: Evaluation
-    detectors: list[DetectorResult]
-    alert_false_per_week: float      # the target's alert: false starts after warm-up, per week
-    load_stats: LoadStats
-    wall_seconds: float
+    alert_false_per_week: float     # the target's alert: false starts after warm-up, per week
     loadavg_before: str
     loadavg_after: str
 
@@ -255,11 +235,9 @@ def run(schedule: Schedule = SCHEDULE, *, step_seconds: float = 5.0, load: LoadS
     gave_up = sum(1 for r in sent if r.error is not None and "Timeout" in r.error.split(":")[0])
     stats = LoadStats(len(sent), sum(r.ok for r in sent), sum(not r.ok for r in sent) - gave_up,
                       gave_up, len(sent) / (schedule.total_steps * step_seconds))
-    clean = _clean_steps(steps, schedule)
-    alert_false = sum(1 for a in evaluation.false_alerts if a.step >= schedule.warmup_steps)
-    return Result(step_seconds, schedule, load, ENGINE_ARGS, engine_cpu, steps, evaluation,
-                  per_detector(steps, schedule), _per_week(alert_false, clean), stats,
-                  time.time() - began, before, _loadavg())
+    run = reference.Result(step_seconds, settle_seconds, scrape_interval, schedule, load,
+                           ENGINE_ARGS, steps, evaluation, stats, time.time() - began, t0)
+    return Result(run, engine_cpu, alert_false_per_week(run), before, _loadavg())
 
 
 async def _run(url: str, model: str, store: Any, injector: Injector, schedule: Schedule,
@@ -306,35 +284,16 @@ async def _run(url: str, model: str, store: Any, injector: Injector, schedule: S
     return steps, records, t0
 
 
-# --- scoring per detector ------------------------------------------------------------------------
-def _windows(steps: Sequence[StepRecord], schedule: Schedule) -> list[nab.Window]:
-    return [w for w in schedule.windows() if w.end < len(steps)]
-
-
-def _clean_steps(steps: Sequence[StepRecord], schedule: Schedule) -> int:
-    """Steps after the warm-up outside every evaluation window."""
-    inside = {k for w in _windows(steps, schedule) for k in range(w.start, w.end + 1)}
-    return sum(1 for s in steps if s.index >= schedule.warmup_steps and s.index not in inside)
-
-
-def _per_week(false_starts: int, clean_steps: int) -> float:
-    return false_starts / clean_steps * STEPS_PER_WEEK if clean_steps else math.nan
-
-
-def per_detector(steps: Sequence[StepRecord], schedule: Schedule) -> list[DetectorResult]:
-    """Each detector on its own: its alert starts (``newly_active``) scored against the
-    windows with :func:`monitor.anomaly.nab.window_metrics`, the warm-up as probation."""
-    windows = _windows(steps, schedule)
-    clean = _clean_steps(steps, schedule)
-    names = [f.name for f in schedule.faults[:len(windows)]]
-    out = []
-    for name in DETECTORS:
-        starts = np.array([s.index for s in steps if name in s.newly_active], dtype=np.int64)
-        m = nab.window_metrics(starts, windows, n=len(steps), probation=schedule.warmup_steps)
-        out.append(DetectorResult(name, m.recall, m.precision, m.mean_delay,
-                                  dict(zip(names, m.delays)), m.false_alerts,
-                                  _per_week(m.false_alerts, clean)))
-    return out
+# --- scoring -----------------------------------------------------------------------------------
+def alert_false_per_week(run: reference.Result) -> float:
+    """The target's alert starts outside every window after the warm-up, per 10,080 clean
+    steps after the warm-up (a week at one step per production minute); NaN without any."""
+    windows = [w for w in run.schedule.windows() if w.end < len(run.steps)]
+    inside = {k for w in windows for k in range(w.start, w.end + 1)}
+    warmup = run.schedule.warmup_steps
+    clean = sum(1 for s in run.steps if s.index >= warmup and s.index not in inside)
+    false = sum(1 for a in run.evaluation.false_alerts if a.step >= warmup)
+    return false / clean * STEPS_PER_WEEK if clean else math.nan
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -347,10 +306,11 @@ def _loadavg() -> str:
 
 
 def report(result: Result) -> str:
-    ev, sched, load, stats = result.evaluation, result.schedule, result.load, result.load_stats
-    step = result.step_seconds
+    run = result.run
+    ev, sched, load, stats = run.evaluation, run.schedule, run.load, run.load_stats
+    step = run.step_seconds
     lines = [
-        f"Anomaly detectors on a live vLLM (CPU build, tiny model, {' '.join(result.engine_args)}"
+        f"Anomaly detectors on a live vLLM (CPU build, tiny model, {' '.join(run.server_args)}"
         f", pinned to CPU {result.engine_cpu}), TIME-COMPRESSED: 1 step = {step:g} s stands "
         "for 1 minute of production (AnomalyParams(step_seconds="
         f"{step:g}), other parameters default).",
@@ -358,8 +318,8 @@ def report(result: Result) -> str:
         f"{load.period_seconds:g} s, prompts {load.prompt_chars[0]}-{load.prompt_chars[1]} "
         f"letters, {load.max_tokens[0]}-{load.max_tokens[1]} output tokens; sent "
         f"{stats.requests} ({stats.mean_rate:.1f} req/s mean), {stats.failed} failed, "
-        f"{stats.gave_up} given up by the client; {len(result.steps)} steps "
-        f"({sched.warmup_steps} warm-up), {result.wall_seconds:.0f} s wall; load average "
+        f"{stats.gave_up} given up by the client; {len(run.steps)} steps "
+        f"({sched.warmup_steps} warm-up), {run.wall_seconds:.0f} s wall; load average "
         f"before {result.loadavg_before}, after {result.loadavg_after}.",
         "",
         f"{'fault':<13} {'value':>5} {'steps':>9} {'load':>5} {'detected':>8} {'delay':>14} "
@@ -370,7 +330,7 @@ def report(result: Result) -> str:
         delay = (f"{f.delay_steps} st {f.delay_seconds:5.1f} s"
                  if f.delay_steps is not None and f.delay_seconds is not None else "-")
         expected = "|".join(f.expected) or "none names it"
-        blind = sum(1 for s in result.steps[f.inject_step:f.clear_step]
+        blind = sum(1 for s in run.steps[f.inject_step:f.clear_step]
                     if math.isnan(s.values[THROUGHPUT]))
         found += f" ({blind} st no data)" if blind else ""
         lines.append(
@@ -389,15 +349,7 @@ def report(result: Result) -> str:
     for a in ev.false_alerts:
         lines.append(f"  false start step {a.step} ({a.phase}, {a.length_steps} steps): "
                      f"{a.limit} [{', '.join(a.detectors)}]")
-    names = [f.name for f in ev.faults]
-    lines += ["", f"{'detector':<27} {'recall':>6} {'prec':>5} {'delay':>5}  "
-              + " ".join(f"{n[:12]:>12}" for n in names) + "  false  per week"]
-    for d in result.detectors:
-        delays = " ".join(f"{'-' if d.delays.get(n) is None else d.delays[n]:>12}"
-                          for n in names)
-        lines.append(f"{d.name:<27} {_fmt(d.recall):>6} {_fmt(d.precision):>5} "
-                     f"{_fmt(d.mean_delay_steps, 2):>5}  {delays}  {d.false_starts:>5}  "
-                     f"{_fmt(d.false_per_week)}")
+    lines += ["", *detector_report(run)]
     return "\n".join(lines)
 
 
@@ -412,9 +364,9 @@ def to_json(result: Result) -> dict[str, Any]:
         return value
 
     out: dict[str, Any] = clean(dataclasses.asdict(result))
-    out["time_compression"] = (f"1 step = {result.step_seconds:g} s stands for 1 minute of a "
-                               "production run")
-    out["step_values"] = dict(STEP_VALUES)
+    out["time_compression"] = (f"1 step = {result.run.step_seconds:g} s stands for 1 minute of "
+                               "a production run")
+    out["step_values"] = dict(reference.STEP_VALUES)
     return out
 
 
