@@ -3,6 +3,7 @@
     python -m bench.anomaly_reference [--step 5] [--fault-steps 15] [--warmup-steps 132]
         [--json out.json] [--timeline] [--workdir DIR]
     python -m bench.anomaly_reference --report-json out.json   # re-score a saved run
+    python -m bench.anomaly_reference --report-json out.json --rejudge  # today's detectors
 
 The reference server (tiny model, CPU, one torch thread, fault injection on) gets an
 open-loop Poisson load whose rate follows a slow cosine cycle between ``low_fraction`` and
@@ -753,6 +754,19 @@ def from_json(data: Mapping[str, Any]) -> Result:
         raise ValueError(f"not a bench.anomaly_reference --json result: {exc!r}") from exc
 
 
+def rejudge(saved: Result) -> Result:
+    """The saved run judged again by today's detectors: a fresh detector of the target fed
+    each step's recorded feature values in order, as the live monitor fed them (no warm-up
+    flag: it ticked live from step 0). The same server run, so detector versions compare
+    like for like."""
+    detector = TargetDetector(TARGET, AnomalyParams(step_seconds=saved.step_seconds))
+    steps = [_record(old.index, old.evaluated_at, detector.update(old.end_time, old.values),
+                     saved.schedule, saved.load, saved.t0, saved.step_seconds)
+             for old in saved.steps]
+    return dataclasses.replace(saved, steps=steps, evaluation=evaluate(
+        steps, saved.schedule, saved.step_seconds, saved.t0))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     defaults, load_defaults = Schedule(), LoadShape()
@@ -770,12 +784,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="print every step as it is evaluated")
     parser.add_argument("--report-json", type=Path, default=None, metavar="PATH",
                         help="no run: re-score and report a run saved with --json")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="with --report-json: judge the saved run's recorded values again "
+                             "with today's detectors (a bench.anomaly_vllm --json file too)")
     args = parser.parse_args(argv)
     if args.report_json is not None:
         try:
-            saved = from_json(json.loads(args.report_json.read_text()))
+            data = json.loads(args.report_json.read_text())
+            saved = from_json(data.get("run", data))  # anomaly_vllm nests the run
         except (OSError, ValueError) as exc:
             parser.error(f"--report-json {args.report_json}: {exc}")
+        if args.rejudge:
+            saved = rejudge(saved)
         print(report(saved))
         if args.json:
             args.json.write_text(json.dumps(to_json(saved), indent=1))

@@ -45,9 +45,8 @@ SB_INTS = 7
 HY_LEN, HY_CLEARS, HY_EXTREMES, HY_ACTIVE = range(4)
 HY_INTS = 4
 
-# Kinds of expectation (RobustDetector._kind): "" (none yet), trailing, seasonal, load
-KIND_NONE, KIND_TRAILING, KIND_SEASONAL, KIND_LOAD = -1, 0, 1, 2
-KINDS = {"": KIND_NONE, "trailing": KIND_TRAILING, "seasonal": KIND_SEASONAL, "load": KIND_LOAD}
+# Kinds of expectation (detectors._KINDS, in this order): trailing, seasonal, load
+KIND_TRAILING, KIND_SEASONAL, KIND_LOAD = 0, 1, 2
 
 # Direction codes (``detectors.Direction``'s values)
 UP, DOWN, BOTH = 0, 1, 2
@@ -617,8 +616,9 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
     ``curve``: the load curve's (log-load ring, value ring), or empty arrays without one;
     ``hy``: the level's and the spread's hysteresis windows (2 x for_points), ``hy_ints`` their
     integer state (2 x HY_INTS); ``tails``: the trailing, seasonal, load and spread tails'
-    rings; ``spread_z``/``spread_v`` with ``state[0]`` points: the spread window; ``state[1]``:
-    was active, ``state[2]``: the kind, ``state[3]``: the exclusion's run.
+    rings; ``spread_z``/``spread_v`` (kinds x spread_points) with ``state[kind]`` points: the
+    spread windows, one per kind of expectation; ``state[3]``: was active, ``state[4]``: the
+    exclusion's run.
     ``out_flags`` bits: 1 active, 2 started, 4 level warning, 8 judged at the load.
     """
     (z_alert0, z_clear0, z_extreme0, spread_alert0, spread_clear0, rel_floor, abs_floor,
@@ -667,7 +667,7 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
             out_expected[t] = expected if found else math.nan
             out_z[t] = math.nan
             out_score[t] = 0.0
-            out_flags[t] = 1 if state[1] else 0
+            out_flags[t] = 1 if state[3] else 0
             continue
         z = (value - expected) / scale
         if direction == UP:
@@ -679,36 +679,34 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
         kind = KIND_LOAD if at_load else (KIND_SEASONAL if seasonal else KIND_TRAILING)
         _tail_push(tails[kind], tail_ints, kind, factors, bad, ref_level, tail_refresh,
                    tail_min_points, tail_q, work, guesses)
-        if kind != state[2]:
-            state[0] = 0
-            state[2] = kind
         f = factors[kind]
         z_alert, z_clear, z_extreme = f * z_alert0, f * z_clear0, f * z_extreme0
         _hy_update(recent_level, hy_level, bad >= z_alert, bad < z_clear, bad >= z_extreme,
                    for_points, required, clear_points, extreme_points)
-        # the spread (RobustDetector._spread)
-        k = state[0]
+        # the spread (RobustDetector._spread), over this kind's window
+        window_z, window_v = spread_z[kind], spread_v[kind]
+        k = state[kind]
         if k == spread_points:
             for i in range(k - 1):
-                spread_z[i] = spread_z[i + 1]
-                spread_v[i] = spread_v[i + 1]
-            spread_z[k - 1] = z
-            spread_v[k - 1] = value
+                window_z[i] = window_z[i + 1]
+                window_v[i] = window_v[i + 1]
+            window_z[k - 1] = z
+            window_v[k - 1] = value
         else:
-            spread_z[k] = z
-            spread_v[k] = value
-            state[0] = k + 1
+            window_z[k] = z
+            window_v[k] = value
+            state[kind] = k + 1
         spread = math.nan
-        if state[0] >= spread_points:
-            m = state[0]
+        if state[kind] >= spread_points:
+            m = state[kind]
             for i in range(m):
-                picked[i] = spread_v[i]
+                picked[i] = window_v[i]
             level_v = abs(_median_of(picked, m))
             for i in range(m):
-                picked[i] = spread_z[i]
+                picked[i] = window_z[i]
             center = _median_of(picked, m)
             for i in range(m):
-                picked[i] = abs(spread_z[i] - center)
+                picked[i] = abs(window_z[i] - center)
             spread = _median_of(picked, m)
             if level_v > abs(expected):
                 spread *= abs(expected) / level_v
@@ -721,18 +719,18 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
         anomalous = (bad >= z_extreme or (hy_level[HY_ACTIVE] == 1 and bad >= z_clear)
                      or hy_spread[HY_ACTIVE] == 1)
         if not anomalous:
-            state[3] = 0
+            state[4] = 0
             accepted = True
         else:
-            state[3] += 1
-            accepted = state[3] > relearn
+            state[4] += 1
+            accepted = state[4] > relearn
         _sb_push(sb, sb_ints, value, accepted, prediction, 0, cache)
         if (has_curve and accepted and not math.isnan(log_load)
                 and not math.isnan(value)):
             _curve_push(log_ring, value_ring, curve_ints, curve_cache, log_load, value)
         active = hy_level[HY_ACTIVE] == 1 or hy_spread[HY_ACTIVE] == 1
-        started = active and not state[1]
-        state[1] = 1 if active else 0
+        started = active and not state[3]
+        state[3] = 1 if active else 0
         score = _squash(bad, z_alert)
         if hy_spread[HY_ACTIVE] == 1:
             spread_alert = factors[3] * spread_alert0

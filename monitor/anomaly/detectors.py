@@ -203,6 +203,7 @@ class Replayed:
                        bool(f & 8))
 
 
+_KINDS = ("trailing", "seasonal", "load")  # of expectation; their order is compiled's codes
 _SPREAD_NORMAL = 0.62  # the mean local MAD of 10 points of normal noise, in sigmas
 _SPREAD_Q99 = 1.22     # and its 99% quantile
 
@@ -219,13 +220,15 @@ class RobustDetector:
         self.hysteresis = Hysteresis(params.for_points, params.clear_points, params.for_breaches,
                                      extreme_points)
         self.exclusion = Exclusion(params.relearn_points)
-        self.tails = {kind: TailCalibration(params, direction)
-                      for kind in ("trailing", "seasonal", "load")}
+        self.tails = {kind: TailCalibration(params, direction) for kind in _KINDS}
         self.spread = Hysteresis(params.for_points, params.clear_points, params.for_breaches)
         self.spread_tail = TailCalibration(params, direction, _SPREAD_Q99)
-        self._recent: deque[tuple[float, float]] = deque(maxlen=params.spread_points)
+        # The spread windows, one per kind of expectation: z-scores against one kind are
+        # comparable with each other, not with another kind's (a load-aware detector may
+        # switch between its load curve and its time baseline every few steps).
+        self._recent: dict[str, deque[tuple[float, float]]] = {
+            kind: deque(maxlen=params.spread_points) for kind in _KINDS}
         self._was_active = False
-        self._kind = ""  # of the last expectation
 
     def replay(self, values: npt.NDArray[np.float64],
                loads: npt.NDArray[np.float64] | None = None) -> Replayed:
@@ -256,11 +259,12 @@ class RobustDetector:
         tail_ints = np.array([x for tail in tails for x in (tail._deviations.count,
                                                            tail._since)], np.int64)
         factors = np.array([tail.factor for tail in tails])
-        spread_z = np.zeros(p.spread_points)
-        spread_v = np.zeros(p.spread_points)
-        for i, (recent_z, recent_value) in enumerate(self._recent):
-            spread_z[i], spread_v[i] = recent_z, recent_value
-        state = np.array([len(self._recent), int(self._was_active), compiled.KINDS[self._kind],
+        spread_z = np.zeros((len(_KINDS), p.spread_points))
+        spread_v = np.zeros((len(_KINDS), p.spread_points))
+        for k, kind in enumerate(_KINDS):
+            for i, (recent_z, recent_value) in enumerate(self._recent[kind]):
+                spread_z[k, i], spread_v[k, i] = recent_z, recent_value
+        state = np.array([*(len(self._recent[kind]) for kind in _KINDS), int(self._was_active),
                           self.exclusion.run], np.int64)
         tail = tails[0]
         fp = (p.z_alert, p.z_clear, p.z_extreme, p.spread_alert, p.spread_clear,
@@ -287,11 +291,11 @@ class RobustDetector:
         for i, x in enumerate(tails):
             x._deviations.count, x._since, x.factor = counts[2 * i], counts[2 * i + 1], float(
                 factors[i])
-        n, was_active, kind, run = state.tolist()
-        self._recent = deque(zip(spread_z[:n].tolist(), spread_v[:n].tolist()),
-                             maxlen=p.spread_points)
+        *lengths, was_active, run = state.tolist()
+        for k, (kind, n) in enumerate(zip(_KINDS, lengths)):
+            self._recent[kind] = deque(zip(spread_z[k, :n].tolist(), spread_v[k, :n].tolist()),
+                                       maxlen=p.spread_points)
         self._was_active = bool(was_active)
-        self._kind = next(name for name, code in compiled.KINDS.items() if code == kind)
         self.exclusion.run = run
         return Replayed(values, expected, z, score, flags)
 
@@ -316,13 +320,10 @@ class RobustDetector:
                 else "seasonal" if expectation.seasonal else "trailing")
         tail = self.tails[kind]
         tail.push(bad)
-        if kind != self._kind:  # z-scores against another expectation: a new spread window
-            self._recent.clear()
-            self._kind = kind
         f = tail.factor
         z_alert, z_clear, z_extreme = f * p.z_alert, f * p.z_clear, f * p.z_extreme
         self.hysteresis.update(bad >= z_alert, bad < z_clear, bad >= z_extreme)
-        spread = self._spread(z, value, expectation.expected)
+        spread = self._spread(z, value, expectation.expected, kind)
         anomalous = (bad >= z_extreme or (self.hysteresis.active and bad >= z_clear)
                      or self.spread.active)
         learn(self.exclusion.accept(anomalous))
@@ -337,14 +338,15 @@ class RobustDetector:
         return Reading(value, expectation.expected, z, score, active, started, level,
                        load_aware=at_load is not None)
 
-    def _spread(self, z: float, value: float, expected: float) -> float:
-        """The local MAD of the last ``spread_points`` z-scores (NaN until that many), for a
-        level above the expected one scaled down by their ratio, judged."""
+    def _spread(self, z: float, value: float, expected: float, kind: str) -> float:
+        """The local MAD of the last ``spread_points`` z-scores against this ``kind`` of
+        expectation (NaN until that many), for a level above the expected one scaled down by
+        their ratio, judged."""
         p = self.params
-        self._recent.append((z, value))
-        if len(self._recent) < p.spread_points:
+        recent = self._recent[kind]
+        recent.append((z, value))
+        if len(recent) < p.spread_points:
             return math.nan
-        recent = self._recent
         level = abs(sorted_median(sorted([v for _, v in recent])))
         center = sorted_median(sorted([z for z, _ in recent]))
         spread = sorted_median(sorted([abs(z - center) for z, _ in recent]))

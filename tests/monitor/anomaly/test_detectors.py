@@ -311,3 +311,38 @@ def test_ring_median_and_quantile_equal_numpy() -> None:
         for q in (0.0, 0.01, 0.5, 0.99, 1.0):
             assert quantile(values.copy(), q) == pytest.approx(float(np.quantile(values, q)),
                                                                abs=1e-12)
+
+
+def test_a_spread_alert_ends_when_the_expectation_switches_every_few_steps() -> None:
+    """A load-aware detector judged at a load it knows, then at loads it has never seen (its
+    time baseline), every three steps: the spread of its z-scores is watched per kind of
+    expectation, so a variance jump's alert still ends once the values calm down. (It used to
+    restart one window at every switch, which then never filled: the alert held for good.)"""
+    params = AnomalyParams(step_seconds=60.0, load_min_neighbours=7, load_curve_points=120)
+    rng = np.random.default_rng(5)
+    known = 10.0
+    steps: list[tuple[float, float]] = [(known, 1 + 0.05 * rng.standard_normal())
+                                        for _ in range(200)]
+    steps += [(known, 1 + 0.6 * rng.standard_normal()) for _ in range(30)]  # variance jumps
+    novel = 100.0
+    for k in range(120):  # calm again; every third step at a load never seen before
+        if k % 6 < 3:
+            steps.append((known, 1 + 0.05 * rng.standard_normal()))
+        else:
+            novel *= 2
+            steps.append((novel, 1 + 0.05 * rng.standard_normal()))
+    for replayed in (False, True):
+        detector = RobustDetector(params, Direction.BOTH, 0.001, load_aware=True)
+        loads = np.array([x for x, _ in steps])
+        values = np.array([v for _, v in steps])
+        if replayed:
+            column = detector.replay(values, loads)
+            active = column.active.tolist()
+            aware = [bool(f & 8) for f in column.flags.tolist()]
+        else:
+            readings = [detector.update(float(v), float(x)) for v, x in zip(values, loads)]
+            active = [r.active for r in readings]
+            aware = [r.load_aware for r in readings]
+        assert any(active[200:230]), "the variance jump must alert"
+        assert aware[230:236] == [True] * 3 + [False] * 3  # the switching really happens
+        assert not any(active[-40:]), f"still alerting at the end (replayed={replayed})"

@@ -75,7 +75,7 @@ def test_target_replay_equals_the_step_path() -> None:
     replayed += [fast.update(t, row, warm_up=True) for t, row in rows[tail:]]
     assert [_key(s) for s in replayed] == [_key(s) for s in stepped]
     # what makes it a test of the hard parts: seasonal expectations in use, alerts, relearning
-    assert fast.scored["error_ratio"]._kind == "seasonal"
+    assert len(fast.scored["error_ratio"]._recent["seasonal"]) == PARAMS.spread_points
     assert sum(s.started for s in stepped) >= 2
     assert any(r.active for s in stepped[500:580] for r in s.readings.values())
 
