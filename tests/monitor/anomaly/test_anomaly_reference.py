@@ -158,3 +158,35 @@ def test_an_injected_error_fault_is_detected_and_diagnosed_after_a_quiet_warm_up
     by_name = {d.name: d for d in result.evaluation.detectors}
     assert by_name["error_ratio"].faults[0].fired, report(result)
     assert not math.isnan(result.evaluation.nab["standard"])
+
+
+def test_rejudge_feeds_the_recorded_values_to_a_fresh_detector() -> None:
+    """A run's steps recorded from the live detector, saved and loaded: judged again by the
+    same detectors they come out the same, step for step (NaN gaps included)."""
+    import numpy as np
+
+    from bench.anomaly_reference import TARGET, _record, rejudge
+    from monitor.anomaly.params import AnomalyParams
+    from monitor.anomaly.target import TargetDetector
+
+    schedule = Schedule(faults=(BY_NAME["errors"],), warmup_steps=40, fault_steps=6,
+                        tail_steps=4, recovery_steps=2)
+    rng = np.random.default_rng(3)
+    live = TargetDetector(TARGET, AnomalyParams(step_seconds=5.0))
+    records = []
+    for k in range(schedule.total_steps):
+        values = {"tokens_per_second": 300 + 10 * rng.standard_normal(),
+                  "offered_requests_per_second": 5 + 0.2 * rng.standard_normal(),
+                  "ttft_p99_seconds": 0.1 + 0.01 * rng.standard_normal(),
+                  "error_ratio": 0.3 if schedule.phase(k) == "errors" else 0.0,
+                  "queue_depth": math.nan if k == 20 else 0.0}
+        state = live.update(100.0 + 5 * (k + 1), values)
+        records.append(_record(k, 100.0 + 5 * (k + 1) + 1, state, schedule, LoadShape(),
+                               100.0, 5.0))
+    ev = evaluate(records, schedule, 5.0, t0=100.0)
+    saved = from_json(to_json(Result(5.0, 2.0, 1.0, schedule, LoadShape(), (), records, ev,
+                                     LoadStats(1, 1, 0, 0, 0.1), 10.0, 100.0)))
+    again = rejudge(saved)
+    key = [(s.level, s.started, s.active, s.limit) for s in again.steps]
+    assert key == [(s.level, s.started, s.active, s.limit) for s in records]
+    assert any(s.started for s in records) and again.evaluation.recall == 1.0
