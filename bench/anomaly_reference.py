@@ -702,17 +702,20 @@ def detector_report(result: Result) -> list[str]:
     return lines
 
 
-def to_json(result: Result) -> dict[str, Any]:
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
+def json_ready(value: Any) -> Any:
+    """``value`` (from ``dataclasses.asdict``) with non-finite floats as None (JSON has no
+    NaN), through dicts, lists and tuples."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    return value
 
-    out: dict[str, Any] = clean(dataclasses.asdict(result))
+
+def to_json(result: Result) -> dict[str, Any]:
+    out: dict[str, Any] = json_ready(dataclasses.asdict(result))
     out["time_compression"] = (f"1 step = {result.step_seconds:g} s stands for 1 minute of a "
                                "production run")
     return out

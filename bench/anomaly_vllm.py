@@ -354,16 +354,7 @@ def report(result: Result) -> str:
 
 
 def to_json(result: Result) -> dict[str, Any]:
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
-    out: dict[str, Any] = clean(dataclasses.asdict(result))
+    out: dict[str, Any] = reference.json_ready(dataclasses.asdict(result))
     out["time_compression"] = (f"1 step = {result.run.step_seconds:g} s stands for 1 minute of "
                                "a production run")
     out["step_values"] = dict(reference.STEP_VALUES)

@@ -39,11 +39,9 @@ except ImportError:  # a Python numba has no wheel for yet: the detectors replay
 
 # Integer state of a SeriesBaseline (``_sb`` arrays): ring counts and sorted-window lengths
 SB_VALUES, SB_TRAILING, SB_PREDICTIONS, SB_FITTED, SB_ACTUAL, SB_PREDICTED, SB_WINDOW = range(7)
-SB_INTS = 7
 
 # Integer state of a Hysteresis: recent-window length, clears, extremes, active
 HY_LEN, HY_CLEARS, HY_EXTREMES, HY_ACTIVE = range(4)
-HY_INTS = 4
 
 # Kinds of expectation (detectors._KINDS, in this order): trailing, seasonal, load
 KIND_TRAILING, KIND_SEASONAL, KIND_LOAD = 0, 1, 2
@@ -111,22 +109,6 @@ def _order(a, n, k):
     """The k-th smallest of ``a[:n]`` (reordered)."""
     _select(a, n, k)
     return a[k]
-
-
-@njit(cache=True)
-def _quantile_of(a, n, q):
-    """``baseline.quantile`` (linear) of ``a[:n]`` (reordered)."""
-    position = q * (n - 1)
-    low = math.floor(position)
-    high = min(low + 1, n - 1)
-    _select(a, n, low)
-    x = a[low]
-    b = a[low + 1] if high > low else x
-    if high > low:  # the next order statistic: the smallest of those after ``low``
-        for i in range(low + 2, n):
-            if a[i] < b:
-                b = a[i]
-    return x + (b - x) * (position - low)
 
 
 @njit(cache=True)
@@ -278,8 +260,8 @@ def _distance_kth(rs, m, split, center, k):
 
 
 @njit(cache=True)
-def _sb_current(sb, ints, prediction, trailing_points, min_points, min_seasonal, trend_points,
-                rel_floor, abs_floor, work, cache):
+def _sb_current(sb, ints, prediction, min_points, min_seasonal, trend_points, rel_floor,
+                abs_floor, cache):
     """``SeriesBaseline.current()`` with ``prediction`` the recorded one: (found, expected,
     scale, seasonal)."""
     values, trailing, predictions, fitted, actual_s, predicted_s, window_s = sb
@@ -615,7 +597,7 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
 
     ``curve``: the load curve's (log-load ring, value ring), or empty arrays without one;
     ``hy``: the level's and the spread's hysteresis windows (2 x for_points), ``hy_ints`` their
-    integer state (2 x HY_INTS); ``tails``: the trailing, seasonal, load and spread tails'
+    integer state (2 x 4, ``HY_*``); ``tails``: the trailing, seasonal, load and spread tails'
     rings; ``spread_z``/``spread_v`` (kinds x spread_points) with ``state[kind]`` points: the
     spread windows, one per kind of expectation; ``state[3]``: was active, ``state[4]``: the
     exclusion's run.
@@ -623,10 +605,10 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
     """
     (z_alert0, z_clear0, z_extreme0, spread_alert0, spread_clear0, rel_floor, abs_floor,
      tail_q, band, ref_level, ref_spread) = fp
-    (direction, trailing_points, min_points, min_seasonal, trend_points, for_points,
-     required, clear_points, extreme_points, relearn, spread_points, tail_refresh,
-     tail_min_points, curve_points, min_neighbours, has_curve) = ip
-    work = np.empty(max(len(tails[0]) // 2, trend_points, trailing_points, curve_points) + 1)
+    (direction, min_points, min_seasonal, trend_points, for_points, required, clear_points,
+     extreme_points, relearn, spread_points, tail_refresh, tail_min_points, curve_points,
+     min_neighbours, has_curve) = ip
+    work = np.empty(len(tails[0]) // 2 + 1)  # the tail quantiles' selection
     picked = np.empty(curve_points + 1)
     log_ring, value_ring = curve
     curve_cache = new_curve_cache(log_ring, value_ring, curve_ints[0])
@@ -658,8 +640,8 @@ def robust_replay(values, log_loads, predictions, sb, sb_ints, curve, curve_ints
         if not found:
             prediction = predictions[t]
             found, expected, scale, seasonal = _sb_current(
-                sb, sb_ints, prediction, trailing_points, min_points, min_seasonal,
-                trend_points, rel_floor, abs_floor, work, cache)
+                sb, sb_ints, prediction, min_points, min_seasonal, trend_points, rel_floor,
+                abs_floor, cache)
         if not found or math.isnan(value):
             _sb_push(sb, sb_ints, value, True, prediction, 0, cache)
             if has_curve and not math.isnan(log_load) and not math.isnan(value):
@@ -754,9 +736,8 @@ def ratio_replay(values, loads, predictions, efficiency_predictions, sb, sb_ints
     efficiency's baselines; ``hy``: warning and critical windows; ``state[0]``: the
     exclusion's run. ``out_flags`` bits: 1 active, 2 started, 4 warning, 16 critical."""
     (rel_floor, abs_floor, capacity_q, ratio_warning, ratio_critical, margin) = fp
-    (trailing_points, eff_trailing, min_points, min_seasonal, trend_points, for_points,
-     clear_points, relearn, quantile_points) = ip
-    work = np.empty(max(trend_points, eff_trailing, trailing_points) + 1)
+    (min_points, min_seasonal, trend_points, for_points, clear_points, relearn,
+     quantile_points) = ip
     cache = new_cache(sb, sb_ints, trend_points)
     eff_cache = new_cache(eff, eff_ints, trend_points)
     warning_recent, critical_recent = hy[0], hy[1]
@@ -768,8 +749,8 @@ def ratio_replay(values, loads, predictions, efficiency_predictions, sb, sb_ints
         eff_prediction = efficiency_predictions[t]
         has_load = math.isfinite(load) and load > 0
         e_found, e_expected, e_scale, _ = _sb_current(
-            eff, eff_ints, eff_prediction, eff_trailing, min_points, min_seasonal,
-            trend_points, rel_floor, abs_floor, work, eff_cache)
+            eff, eff_ints, eff_prediction, min_points, min_seasonal, trend_points, rel_floor,
+            abs_floor, eff_cache)
         per_load = value / load if has_load else math.nan
         expected = math.nan
         scale = math.nan
@@ -782,8 +763,8 @@ def ratio_replay(values, loads, predictions, efficiency_predictions, sb, sb_ints
             scale = e_scale * load
         else:
             o_found, o_expected, o_scale, _ = _sb_current(
-                sb, sb_ints, prediction, trailing_points, min_points, min_seasonal,
-                trend_points, rel_floor, abs_floor, work, cache)
+                sb, sb_ints, prediction, min_points, min_seasonal, trend_points, rel_floor,
+                abs_floor, cache)
             if o_found and o_expected > 0:
                 expected, scale = o_expected, o_scale
             else:

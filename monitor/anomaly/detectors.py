@@ -271,10 +271,10 @@ class RobustDetector:
               p.relative_scale_floor, self.baseline.absolute_floor, p.tail_quantile,
               curve._band if curve is not None else 0.0, tail.reference,
               self.spread_tail.reference)
-        ip = (compiled.DIRECTIONS[self.direction], self.baseline.trailing_points, p.min_points,
-              p.min_seasonal_points, p.trend_points, p.for_points, p.for_breaches,
-              p.clear_points, self.hysteresis.extreme_points, p.relearn_points,
-              p.spread_points, p.tail_refresh_points, tail.min_points, p.load_curve_points,
+        ip = (compiled.DIRECTIONS[self.direction], p.min_points, p.min_seasonal_points,
+              p.trend_points, p.for_points, p.for_breaches, p.clear_points,
+              self.hysteresis.extreme_points, p.relearn_points, p.spread_points,
+              p.tail_refresh_points, tail.min_points, p.load_curve_points,
               p.load_min_neighbours, int(curve is not None))
         expected, z, score = np.empty(t), np.empty(t), np.empty(t)
         flags = np.zeros(t, np.uint8)
@@ -403,9 +403,8 @@ class RatioDetector:
         state = np.array([self.exclusion.run], np.int64)
         fp = (p.relative_scale_floor, self.baseline.absolute_floor, p.capacity_quantile,
               p.ratio_warning, p.ratio_critical, p.ratio_clear_margin)
-        ip = (self.baseline.trailing_points, self.efficiency.trailing_points, p.min_points,
-              p.min_seasonal_points, p.trend_points, p.for_points, p.clear_points,
-              p.relearn_points, self.baseline._quantile_points)
+        ip = (p.min_points, p.min_seasonal_points, p.trend_points, p.for_points,
+              p.clear_points, p.relearn_points, self.baseline._quantile_points)
         expected, z, score, ratio = np.empty(t), np.empty(t), np.empty(t), np.empty(t)
         flags = np.zeros(t, np.uint8)
         compiled.ratio_replay(values, loads, predictions, efficiency_predictions, sb, sb_ints,
