@@ -12,16 +12,22 @@ as the step path would, and its readings are equal, value for value
 live path, and the replay's fallback where numba is not installed (``AVAILABLE``).
 
 What keeps the values equal: the same float64 operations in the same order (no fastmath, so
-no reassociation or fused multiply-adds); medians and quantiles as order statistics (a
-selection, then the mean of the middle two, as ``baseline.median``); the load-curve logs taken
-by the caller with ``math.log``; the seasonal predictions computed by the caller
-(``baseline.seasonal_predictions``), as the step path's ``plan`` does.
+no reassociation or fused multiply-adds); medians and quantiles as order statistics (whichever
+way they are found, the middle values are the same numbers); the load-curve logs taken by the
+caller with ``math.log``; the seasonal predictions computed by the caller
+(``baseline.planned_predictions``, vectorised: a function of the values alone).
+
+What makes it fast, besides being compiled: windows read every step are kept sorted as they
+slide rather than selected again (the trailing window; the trend fit's residuals, re-sorted
+by insertion from the previous step's order; the load curve's points by load, where the k
+nearest are a run found by a two-way merge), and a MAD is read from two sorted runs by
+bisection. ``new_cache``/``new_curve_cache`` derive those orders from the state at the start
+of a replay; they are not part of the detectors' state.
 """
 
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 from typing import Any
 
