@@ -89,8 +89,10 @@ class TargetDetector:
             for c in columns.values():
                 active |= c.active
             quiet = np.flatnonzero(~active)
-            first = int(quiet[-1]) + 1 if len(quiet) else 0
-            self._was_active, self._diagnosis, self._steps_active = False, None, 0
+            first = 0  # all active: the anomaly goes on from before the history
+            if len(quiet):  # a quiet step ends any anomaly: it starts afresh after the last
+                first = int(quiet[-1]) + 1
+                self._was_active, self._diagnosis, self._steps_active = False, None, 0
             for k in range(first, len(history)):
                 readings = {name: c.reading(k) for name, c in columns.items()
                             if c.active[k]}
