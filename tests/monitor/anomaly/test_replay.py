@@ -185,3 +185,14 @@ def test_without_numba_the_replay_steps_in_python(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(compiled, "AVAILABLE", False)
     slow = [_key(s) for s in TargetDetector("t", PARAMS).replay(rows, live_last=False)]
     assert slow == fast and sum(s[1] for s in slow) >= 1
+
+
+def test_the_replay_is_compiled_where_numba_installs() -> None:
+    """The equality tests above compare the compiled replay with the step path only where
+    numba is importable; it is a dependency up to Python 3.14, so there it must be."""
+    import sys
+
+    from monitor.anomaly import compiled
+
+    if sys.version_info < (3, 15):
+        assert compiled.AVAILABLE, "numba is not importable: the replay is not compiled"
