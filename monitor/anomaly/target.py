@@ -85,9 +85,10 @@ class TargetDetector:
         history = rows[:-1]
         columns = self._replay_columns(history)
         if history:  # the anomaly in progress at the end of the history, if any
+            masks = {name: c.active for name, c in columns.items()}
             active = np.zeros(len(history), dtype=bool)
-            for c in columns.values():
-                active |= c.active
+            for mask in masks.values():
+                active |= mask
             quiet = np.flatnonzero(~active)
             first = 0  # all active: the anomaly goes on from before the history
             if len(quiet):  # a quiet step ends any anomaly: it starts afresh after the last
@@ -95,7 +96,7 @@ class TargetDetector:
                 self._was_active, self._diagnosis, self._steps_active = False, None, 0
             for k in range(first, len(history)):
                 readings = {name: c.reading(k) for name, c in columns.items()
-                            if c.active[k]}
+                            if masks[name][k]}
                 self._state(history[k][0], history[k][1], readings)
         return self.update(*rows[-1])
 
