@@ -39,7 +39,8 @@ OUTCOME: Final = "outcome"
 GATEWAY_OUTCOMES: Final[tuple[str, ...]] = ("ok", "refused", "error", "timeout", "cancelled")
 
 FINISH_REASONS: Final[tuple[str, ...]] = ("stop", "length", "abort", "error", "timeout")
-ERROR_TYPES: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected", "bad_request")
+ERROR_TYPES: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected", "bad_request",
+                                        "server_error")
 STEP_STAGES: Final[tuple[str, ...]] = ("schedule", "run", "postprocess")
 # Labels (besides model) whose values are closed sets: their series exist from the start at 0.
 LABEL_VALUES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({
@@ -191,8 +192,9 @@ _COUNTERS: Final[tuple[MetricSpec, ...]] = (
              "abort, error, timeout); requests refused at admission are not counted here",
              FINISH_REASON),
     _counter(REQUEST_ERRORS, "requests",
-             "Failed requests by error type (oom, timeout, model_error, rejected, bad_request), "
-             "including requests refused before entering the engine (rejected, bad_request)",
+             "Failed requests by error type (oom, timeout, model_error, rejected, bad_request, "
+             "server_error), including requests refused before entering the engine (rejected, "
+             "bad_request) and those the engine's API server answered with a 5xx (server_error)",
              ERROR_TYPE),
     _counter(PREEMPTIONS, "preemptions",
              "Sequences preempted by the scheduler to free KV-cache blocks"),

@@ -1,5 +1,5 @@
-"""The evaluation loop: SLO evaluator and anomaly monitor -> alert book -> Alertmanager,
-every interval.
+"""The evaluation loop: SLO evaluator, anomaly, headroom and target-down monitors -> alert
+book -> Alertmanager, every interval.
 
 The evaluator reads the store (blocking), so it ticks in a worker thread; the book and the
 delivery queue live on the event loop. In ``run`` the anomaly monitor ticks in a thread of its
@@ -20,7 +20,9 @@ from urllib.parse import quote
 from monitor.alerting.alertmanager import AmAlert
 from monitor.alerting.book import AlertBook, Outgoing
 from monitor.alerting.delivery import AlertDelivery
+from monitor.alerting.target_down import TargetDownMonitor
 from monitor.anomaly.monitor import ANOMALY_ALERT, AnomalyMonitor
+from monitor.collect.target_down_config import TARGET_DOWN_ALERT
 from monitor.headroom.config import HEADROOM_ALERT
 from monitor.headroom.monitor import HeadroomMonitor
 from monitor.slo.evaluator import AlertCondition, SloEvaluator, SloState, SloStatus
@@ -35,10 +37,12 @@ class AlertingLoop:
                  external_url: str = "http://127.0.0.1:8080",
                  anomalies: AnomalyMonitor | None = None,
                  headroom: HeadroomMonitor | None = None,
+                 target_down: TargetDownMonitor | None = None,
                  on_round: Callable[[float, bool], None] | None = None) -> None:
         self.evaluator = evaluator
         self.anomalies = anomalies
         self.headroom = headroom
+        self.target_down = target_down
         self.book = book
         self.delivery = delivery
         self.interval_seconds = interval_seconds
@@ -70,6 +74,8 @@ class AlertingLoop:
             conditions += self._anomaly_conditions
         headroom = self._tick_headroom(now)
         conditions += headroom or []
+        down = self._tick_target_down(now)
+        conditions += down or []
         self.last_tick_seconds = time.perf_counter() - started
 
         def frozen(labels: Mapping[str, str]) -> bool:  # alerts of what could not be read
@@ -77,6 +83,8 @@ class AlertingLoop:
                 return anomalies_failed
             if labels.get("alertname") == HEADROOM_ALERT:
                 return headroom is None
+            if labels.get("alertname") == TARGET_DOWN_ALERT:
+                return down is None
             if labels.get("slo") in unreadable:
                 return True
             return any(labels.get("slo") == name and all(labels.get(k) == v for k, v in group)
@@ -100,6 +108,17 @@ class AlertingLoop:
             return self.headroom.tick(now)
         except Exception:
             logger.exception("headroom evaluation failed; its alerts are kept as they are")
+            return None
+
+    def _tick_target_down(self, now: float) -> list[AlertCondition] | None:
+        """The target-down conditions; None when the store could not be read (their alerts
+        are then kept as they are)."""
+        if self.target_down is None:
+            return []
+        try:
+            return self.target_down.tick(now)
+        except Exception:
+            logger.exception("target-down evaluation failed; its alerts are kept as they are")
             return None
 
     def _tick_anomalies(self, now: float) -> None:
@@ -176,7 +195,7 @@ class AlertingLoop:
             self.delivery.submit(alerts)
 
     def _to_alertmanager(self, out: Outgoing) -> AmAlert:
-        if out.labels.get("alertname") in (ANOMALY_ALERT, HEADROOM_ALERT):
+        if out.labels.get("alertname") in (ANOMALY_ALERT, HEADROOM_ALERT, TARGET_DOWN_ALERT):
             target = quote(out.labels.get("target", ""))
             source = f"{self.external_url}/api/v1/targets/{target}"
         else:

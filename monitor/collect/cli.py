@@ -4,9 +4,9 @@ and evaluate its SLOs and anomalies, alerting through Alertmanager.
 `inferwatch serve` without the API (monitor/service/process.py runs both): edits of the
 targets are applied without a restart, SIGHUP reloads the config and its SLO files as `serve`
 does (monitor/service/reload.py); Ctrl-C or SIGTERM stops it after writing what is queued.
-On PostgreSQL it is a replica like `serve`'s, in the same election (monitor/service/
-leader.py): of any number of `collect` and `serve` processes on one store, one is active and
-alone scrapes, evaluates and sends; the others stand by and take over within a poll.
+It is a replica like `serve`'s, in the same election (monitor/service/leader.py; on a SQLite
+file, file_leader.py): of any number of `collect` and `serve` processes on one store, one is
+active and alone scrapes, evaluates and sends; the others stand by and take over within a poll.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@
         max_num_seqs: 256          # optional: the engine's batch limits (vLLM's names), for
         max_num_batched_tokens: 8192  # batch utilization where the engine does not export them
     headroom: {warn_below_ratio: 0.2, for_seconds: 300}   # optional (monitor/headroom/config.py)
+    alerting: {target_down: {for_seconds: 300}}  # optional (monitor/collect/target_down_config.py)
     ha: {poll_seconds: 1}          # optional: replicas on PostgreSQL (monitor/service/leader.py)
 
 ``load_config`` validates the whole file when it is read; a bad file raises ``ConfigError``
@@ -51,6 +52,7 @@ from pydantic import (
 from exporters.adapters import check_extra_labels, load_tables
 from exporters.exposition import DEFAULT_MAX_BYTES
 from exporters.fetch import AUTO
+from monitor.collect.target_down_config import TargetDownConfig
 from monitor.headroom.config import CapacityConfig, HeadroomConfig
 
 logger = logging.getLogger(__name__)
@@ -188,6 +190,8 @@ class AlertingConfig(_Section):
     settle_seconds: float = Field(default=30.0, ge=0)
     # Base of each alert's generatorURL: where people find the monitor's API.
     external_url: str = "http://127.0.0.1:8080"
+    # A target whose scrapes all fail (monitor/collect/target_down_config.py).
+    target_down: TargetDownConfig = TargetDownConfig()
 
     @field_validator("alertmanager_urls")
     @classmethod
@@ -334,7 +338,7 @@ def _field_path(loc: Sequence[int | str]) -> str:
 
 def _did_you_mean(key: str) -> str:
     known = {name for model in (DefaultsConfig, TargetConfig, StoreConfig, MonitorConfig,
-                                CapacityConfig, HeadroomConfig)
+                                CapacityConfig, HeadroomConfig, TargetDownConfig)
              for name in model.model_fields}
     close = difflib.get_close_matches(key, sorted(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""

@@ -30,8 +30,9 @@ def factor_text(factor: float) -> str:
 
 def latency_bounds(slos: Sequence[Slo], histogram: str) -> list[float]:
     """The threshold (a bucket bound) of every latency SLO on ``histogram``, ascending."""
-    return sorted({float(latency_le(s.sli)) for s in slos
-                   if isinstance(s.sli, LatencySli) and s.sli.histogram == histogram})
+    return sorted({float(le) for s in slos
+                   if isinstance(s.sli, LatencySli) and s.sli.histogram == histogram
+                   and (le := latency_le(s.sli)) is not None})
 
 
 def _burn_expr(slos: Sequence[Slo], seconds: float) -> str:

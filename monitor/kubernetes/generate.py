@@ -24,6 +24,7 @@ from monitor.kubernetes.objects import (
 )
 from monitor.slo.rules import generate_rules
 from monitor.slo.spec import Slo
+from monitor.slo.target_down_rules import TargetDownRule
 
 # The label kube-prometheus-stack's Prometheus selects monitors and rules by (its Helm
 # release name; the chart's default selectors match `release: <release name>`).
@@ -70,8 +71,12 @@ def engine_files(engine: str, release: str) -> dict[str, str]:
 
 def slo_rule_file(slos: Sequence[Slo], sources: Sequence[str], release: str, *,
                   interval_seconds: float = 60.0, target_label: str = "job") -> str:
-    """The SLO rules of ``inferwatch rules generate`` as one PrometheusRule."""
-    text = generate_rules(slos, interval_seconds=interval_seconds, target_label=target_label)
+    """The SLO rules of ``inferwatch rules generate`` as one PrometheusRule; its target-down
+    rule watches the engines' jobs (the monitors set ``job`` to the engine's name), not every
+    target of the cluster's Prometheus (kube-prometheus-stack has its own TargetDown)."""
+    engines = TargetDownRule(targets=tuple(sorted(load_tables())))
+    text = generate_rules(slos, interval_seconds=interval_seconds, target_label=target_label,
+                          target_down=engines)
     groups: list[Mapping[str, Any]] = yaml.safe_load(text)["groups"]
     # The rule file's header after its first line (which names the other command).
     header = text[:text.index("\ngroups:")].splitlines()[1:]

@@ -1,7 +1,8 @@
 """The monitor's evaluation loop, wired from its config: the SLO evaluator, the anomaly
-monitor and the headroom monitor feed one alert book, whose notifications go to Alertmanager
-(monitor/alerting/loop.py runs the rounds). `inferwatch serve` (monitor/service/process.py)
-and `inferwatch collect` (monitor/collect/cli.py) both run it beside their collector.
+monitor, the headroom monitor and the target-down alert (monitor/alerting/target_down.py) feed
+one alert book, whose notifications go to Alertmanager (monitor/alerting/loop.py runs the
+rounds). `inferwatch serve` (monitor/service/process.py) and `inferwatch collect`
+(monitor/collect/cli.py) both run it beside their collector.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from monitor.alerting.book import AlertBook
 from monitor.alerting.delivery import AlertDelivery
 from monitor.alerting.loop import AlertingLoop
+from monitor.alerting.target_down import TargetDownMonitor
 from monitor.anomaly.monitor import AnomalyMonitor
 from monitor.anomaly.params import AnomalyParams
 from monitor.collect.config import MonitorConfig
@@ -38,4 +40,5 @@ def evaluation_loop(config: MonitorConfig, store: Store, slos: list[Slo],
     return AlertingLoop(evaluator, book, delivery,
                         interval_seconds=settings.evaluation_interval_seconds,
                         external_url=settings.external_url, anomalies=anomalies,
-                        headroom=HeadroomMonitor(store, current or (lambda: config)))
+                        headroom=HeadroomMonitor(store, current or (lambda: config)),
+                        target_down=TargetDownMonitor(store, current or (lambda: config)))

@@ -19,7 +19,9 @@ The lock connection is named ``inferwatch:<replica id>`` (its ``application_name
 replica finds the active's id in ``pg_locks`` joined with ``pg_stat_activity``, with nothing
 written: a dead replica's name disappears with its session.
 
-On SQLite (one process by nature) there is no election: ``SingleReplica`` is always active.
+On a SQLite file the same roles are decided by an exclusive lock on a file beside the database
+(``FileLeadership``, monitor/service/file_leader.py): one writer per store. An in-memory SQLite
+store (one process by nature) has no election: ``SingleReplica`` is always active.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from monitor.store.db import sqlite_path
 from monitor.store.fence import FencedOut
 
 logger = logging.getLogger(__name__)
@@ -83,7 +86,8 @@ def default_replica_id() -> str:
 
 
 class Replica(Protocol):
-    """What the service and the API ask of leadership (``Leadership`` or ``SingleReplica``)."""
+    """What the service and the API ask of leadership (``Leadership``, ``FileLeadership`` or
+    ``SingleReplica``)."""
 
     replica_id: str
     poll_seconds: float
@@ -104,8 +108,9 @@ class Replica(Protocol):
     async def run(self, stop: asyncio.Event) -> None: ...
 
 
-class _Events:
-    """Role bookkeeping shared by both kinds of replica."""
+class RoleEvents:
+    """Role bookkeeping shared by every kind of replica (monitor/service/file_leader.py has
+    the SQLite one)."""
 
     def __init__(self, replica_id: str, poll_seconds: float,
                  on_change: Callable[[Role], None] | None) -> None:
@@ -136,10 +141,10 @@ class _Events:
             self._on_change(role)
 
 
-class SingleReplica(_Events):
-    """A store only one process can use (SQLite): always active, no election. Its role is
-    stated as ``active`` since it does everything an active replica does; ``elected`` False
-    says that no lock decided it."""
+class SingleReplica(RoleEvents):
+    """A store only one process can use (in-memory SQLite): always active, no election. Its
+    role is stated as ``active`` since it does everything an active replica does; ``elected``
+    False says that no lock decided it."""
 
     elected = False
 
@@ -157,7 +162,7 @@ class SingleReplica(_Events):
         await stop.wait()
 
 
-class Leadership(_Events):
+class Leadership(RoleEvents):
     """Competes for ``LOCK_KEY`` on PostgreSQL at ``url`` until ``run``'s stop is set."""
 
     elected = True
@@ -316,8 +321,16 @@ class Leadership(_Events):
 
 def replica_for(url: str, *, replica_id: str | None, poll_seconds: float,
                 on_change: Callable[[Role], None] | None = None) -> Replica:
-    """A Leadership on PostgreSQL; a SingleReplica on SQLite."""
+    """A Leadership on PostgreSQL; a FileLeadership on a SQLite file (its lock beside the
+    database); a SingleReplica on an in-memory SQLite store."""
+    # Imported here: file_leader builds on this module's RoleEvents.
+    from monitor.service.file_leader import FileLeadership
+
     if make_url(url).get_backend_name() == "postgresql":
         return Leadership(url, replica_id=replica_id, poll_seconds=poll_seconds,
                           on_change=on_change)
-    return SingleReplica(replica_id, poll_seconds, on_change)
+    database = sqlite_path(url)
+    if database is None:
+        return SingleReplica(replica_id, poll_seconds, on_change)
+    return FileLeadership(database, replica_id=replica_id, poll_seconds=poll_seconds,
+                          on_change=on_change)

@@ -1,8 +1,9 @@
 """`inferwatch serve`'s process: the collector, the SLO and anomaly evaluation with alerting,
 and the HTTP API, on one event loop.
 
-Replicas: on PostgreSQL several `inferwatch serve` processes may share one store; one is
-active (monitor/service/leader.py) and alone scrapes, evaluates, sends alerts, rolls up and
+Replicas: several `inferwatch serve` processes may share one store, PostgreSQL or a SQLite
+file; one is active (monitor/service/leader.py: an advisory lock; on SQLite file_leader.py: a
+file lock, one writer per store) and alone scrapes, evaluates, sends alerts, rolls up and
 runs sweeps and canaries. The others are standbys serving reads: they re-read the alert book
 from the store every poll and evaluate the SLOs read-only every evaluation interval (statuses
 for the API and /metrics, nothing written, nothing sent). On promotion a replica re-reads the

@@ -40,6 +40,7 @@ from monitor.collect.collector import Collector
 from monitor.collect.config import ConfigError, ConfigVersion, ConfigWatcher, MonitorConfig
 from monitor.collect.recorder import StoreRecorder
 from monitor.slo.evaluator import SloEvaluator, SloPlan
+from monitor.slo.bind import EngineBindError, bind_to_targets
 from monitor.slo.loaders import SloFileError, load_slos
 from monitor.slo.spec import Slo
 from monitor.slo.windows import check_short_windows
@@ -84,6 +85,10 @@ class SloFiles:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise SloFileError(", ".join(config.slos), [f"SLO names used twice: {duplicates}"])
+        try:  # latency SLOs counted at the edges of the engines their targets declare
+            slos = bind_to_targets(slos, [(t.name, t.labels, t.engine) for t in config.targets])
+        except EngineBindError as exc:
+            raise SloFileError(", ".join(config.slos), [str(exc)]) from None
         interval = max([config.alerting.evaluation_interval_seconds,
                         *(t.scrape_interval_seconds for t in config.targets)])
         try:

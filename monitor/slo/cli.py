@@ -37,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="latency SLO objective (default: the sweep's attainment target)")
     prop.add_argument("--availability-objective", type=float, default=0.999)
     prop.add_argument("--window", default="30d", help="the SLOs' rolling period")
+    prop.add_argument("--engine", default=None,
+                      help="the engine the SLOs will read (vllm, sglang, tgi, triton, ...): "
+                           "thresholds are raised to its next bucket edge and the SLOs name it "
+                           "(default: the inferwatch schema's buckets)")
     prop.add_argument("--headroom", type=float, default=0.7,
                       help="plan replicas for this fraction of the measured capacity")
     prop.add_argument("--peak-qps", type=float, help="replicas needed for this peak")
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             name=slo_name(args.name or default_name), objective=args.objective,
             availability_objective=args.availability_objective, window=args.window,
             target_utilization=args.headroom, peak_qps=args.peak_qps,
-            redundancy=args.redundancy)
+            redundancy=args.redundancy, engine=args.engine)
         text = propose(document, source, options)
     except (ProposeError, ConfigError, OSError, ValueError) as exc:
         print(f"inferwatch slo propose: {exc}", file=sys.stderr)

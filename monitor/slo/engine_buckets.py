@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from exporters import schema
+from exporters.adapters.edges import engine_edges
 from exporters.exposition import parse_page
 from monitor.slo.spec import LatencySli, Slo
 
@@ -39,18 +41,21 @@ class Family:
     histograms: tuple[str, ...]
 
 
-_REQUEST_LATENCY: Final = Family("request_latency", (
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-    240.0, 480.0, 960.0, 1920.0, 7680.0), (
+def _family(key: str, schema_histogram: str, histograms: tuple[str, ...]) -> Family:
+    # The defaults are the vLLM edges the whole product counts at (exporters/adapters/
+    # latency_edges.yaml), so this flag and the rules' edges cannot drift apart.
+    edges = engine_edges("vllm").edges(schema_histogram)
+    assert edges is not None, schema_histogram  # the data file maps every latency histogram
+    return Family(key, edges, histograms)
+
+
+_REQUEST_LATENCY: Final = _family("request_latency", schema.REQUEST_DURATION, (
     "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
     "vllm:request_inference_time_seconds", "vllm:request_prefill_time_seconds",
     "vllm:request_decode_time_seconds"))
-_TIME_TO_FIRST_TOKEN: Final = Family("time_to_first_token", (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-    10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0), ("vllm:time_to_first_token_seconds",))
-_INTER_TOKEN_LATENCY: Final = Family("inter_token_latency", (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0), (
+_TIME_TO_FIRST_TOKEN: Final = _family("time_to_first_token", schema.TIME_TO_FIRST_TOKEN,
+                                      ("vllm:time_to_first_token_seconds",))
+_INTER_TOKEN_LATENCY: Final = _family("inter_token_latency", schema.INTER_TOKEN_LATENCY, (
     "vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"))
 
 # The family of each latency SLI's histogram as the vLLM adapter maps it

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 
+from prometheus_client.utils import floatToGoString
+
 from exporters import schema
 from monitor.slo import rules
 from monitor.slo.durations import format_duration
@@ -208,9 +210,10 @@ def group_labels(slo: Slo, group: str) -> Group:
 def _good(slo: Slo, target_label: str, interval: float, group: str = BUSY) -> _Plan:
     base, sli = _base(slo, target_label, group), slo.sli
     if isinstance(sli, LatencySli):
-        return _Plan({_key(f"{sli.histogram}_count", base): _STEADY,
-                      _key(f"{sli.histogram}_bucket", {**base, "le": rules.latency_le(sli)}):
-                      _STEADY})
+        plan = {_key(f"{sli.histogram}_count", base): _STEADY}
+        plan.update({_key(f"{sli.histogram}_bucket", {**base, "le": le}): _STEADY
+                     for le in _bucket_les(sli)})
+        return _Plan(plan)
     if isinstance(sli, AvailabilitySli):
         requests, errors = _availability_names()
         plan = {_key(requests, {**base, schema.FINISH_REASON: "stop"}): _STEADY,
@@ -225,6 +228,18 @@ def _good(slo: Slo, target_label: str, interval: float, group: str = BUSY) -> _P
     if isinstance(sli, GoodputSli):
         raise ValueError(f"SLO {slo.name}: read from request events, no Prometheus test")
     return _ratio_good(slo, sli, target_label, group)
+
+
+def _bucket_les(sli: LatencySli) -> list[str]:
+    """The ``le`` labels a test page has: the engine's edges around the threshold (the one
+    the rules count at, its neighbours) and +Inf, as the engine's page has them, so a rule
+    reading a bucket the engine lacks would find nothing."""
+    where = sli.counted_at
+    edges = {e for e in (where.edge, where.lower, where.upper) if e is not None}
+    if where.edge is not None:
+        below = [e for e in sli.layout_edges if e < where.edge]
+        edges.update(below[-1:])
+    return [str(floatToGoString(e)) for e in sorted(edges)] + ["+Inf"]  # type: ignore[no-untyped-call]
 
 
 def _availability_names() -> tuple[str, str]:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import yaml
 
-from exporters import schema
+from exporters.adapters.edges import SCHEMA_ENGINE, engine_edges
 from monitor.loadgen.capacity import CapacityInputs, CapacityPlan, plan
 from monitor.loadgen.dimensions import (
     MEANINGS,
@@ -50,6 +50,7 @@ class ProposeOptions:
     objective: float | None = None               # None: the sweep's attainment target
     availability_objective: float = 0.999
     window: str = "30d"
+    engine: str | None = None                    # whose bucket edges (None: the schema's)
     target_utilization: float = 0.7              # plan replicas for this much of capacity
     peak_qps: float | None = None
     redundancy: int = 1
@@ -72,12 +73,19 @@ class SweepSource:
     reference: str | None = None     # a run id or name the monitor can find in the store
 
 
-def bucket_bound(metric: str, seconds: float) -> float:
-    """The smallest bucket bound of ``metric``'s histogram at or above ``seconds``."""
-    buckets = schema.get_spec(LATENCY_METRICS[metric]).buckets or ()
+def bucket_bound(metric: str, seconds: float, engine: str | None = None) -> float:
+    """The smallest bucket edge of ``metric``'s histogram at or above ``seconds``, on
+    ``engine`` (its default edges, ``exporters/adapters/latency_edges.yaml``; None: the
+    inferwatch schema's): a threshold the engine can count exactly."""
+    known = engine_edges(engine or SCHEMA_ENGINE)
+    buckets = known.edges(LATENCY_METRICS[metric])
+    if buckets is None:
+        raise ProposeError(f"{known.name} has no {LATENCY_METRICS[metric]} histogram: a "
+                           f"{metric} SLO cannot be counted on it (--engine)")
     above = [b for b in buckets if b >= seconds * (1 - 1e-9)]
     if not above:
-        raise ProposeError(f"{metric} limit {seconds:g}s is past the histogram's last bound")
+        raise ProposeError(f"{metric} limit {seconds:g}s is past the last edge of "
+                           f"{known.name}'s histogram")
     return min(above)
 
 
@@ -97,14 +105,18 @@ def proposed_slos(document: Mapping[str, Any], options: ProposeOptions,
     objective = options.objective or float(document.get("attainment_target", 0.99))
     slos: list[dict[str, Any]] = []
     for metric, limit in limits.items():
-        bound = bucket_bound(metric, limit)
+        bound = bucket_bound(metric, limit, options.engine)
+        sli: dict[str, Any] = {"kind": "latency", "metric": metric, "threshold_seconds": bound}
+        if options.engine is not None:
+            sli["engine"] = options.engine
+        raised = (f"; the {limit * 1000:g} ms held raised to the engine's next edge"
+                  if abs(bound - limit) > 1e-9 * limit else "")
         slos.append({
             "name": f"{options.name}-{metric}",
             "description": (f"{_percent(objective)} of requests {_WHAT[metric]} "
                             f"{bound * 1000:g} ms{_PER[metric]} (held up to {rate:.3g} req/s "
-                            "in the sweep)"),
-            "sli": {"kind": "latency", "metric": metric, "threshold_seconds": bound},
-            "objective": objective, "window": options.window})
+                            f"in the sweep{raised})"),
+            "sli": sli, "objective": objective, "window": options.window})
     slos.append({
         "name": f"{options.name}-availability",
         "description": (f"{_percent(options.availability_objective)} of requests finish "

@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import yaml
 from prometheus_client.utils import floatToGoString
@@ -60,6 +60,9 @@ from monitor.slo.windows import (
     burn_windows,
     no_data_labels,
 )
+
+if TYPE_CHECKING:
+    from monitor.slo.target_down_rules import TargetDownRule
 
 LEVEL: Final = "inferwatch_slo"
 GENERATED_BY: Final = "inferwatch rules generate"
@@ -157,8 +160,10 @@ def sli_queries(slo: Slo, target_label: str = "job") -> SliQueries:
     sli = slo.sli
     if isinstance(sli, LatencySli):
         count = SeriesSelector(f"{sli.histogram}_count", base)
-        bucket = SeriesSelector(f"{sli.histogram}_bucket",
-                                base + (("le", latency_le(sli)),))
+        le = latency_le(sli)
+        if le is None:  # lower_edge below the first edge: every request is bad
+            return SliQueries((Term(count),), (Term(count),), (), (count,))
+        bucket = SeriesSelector(f"{sli.histogram}_bucket", base + (("le", le),))
         return SliQueries((Term(count), Term(bucket, -1)), (Term(count),), (), (count,))
     if isinstance(sli, AvailabilitySli):
         return _availability(sli, base)
@@ -180,12 +185,13 @@ def base_matchers(slo: Slo, target_label: str) -> tuple[tuple[str, str], ...]:
     return tuple(equal.items())
 
 
-def latency_le(sli: LatencySli) -> str:
-    """The ``le`` label of the threshold's bucket as prometheus_client writes it ("0.5",
-    "1.0"): the schema's own bound, not the threshold as typed."""
-    bounds = schema.get_spec(sli.histogram).buckets or ()
-    bound = min(bounds, key=lambda b: abs(b - sli.threshold_seconds))
-    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]
+def latency_le(sli: LatencySli) -> str | None:
+    """The ``le`` label good events are counted at, as prometheus_client writes it ("0.5",
+    "1.0"): the edge of the engine's buckets equal to the threshold, or with
+    ``off_edge: lower_edge`` the edge below it (``monitor.slo.edges``); None where no edge is
+    at or below it (no request is good). Never an edge the engine does not have."""
+    edge = sli.counted_at.edge
+    return None if edge is None else str(floatToGoString(edge))  # type: ignore[no-untyped-call]
 
 
 def _availability(sli: AvailabilitySli, base: tuple[tuple[str, str], ...]) -> SliQueries:
@@ -423,7 +429,12 @@ def describe_sli(slo: Slo) -> str:
     """What counts as good, in words."""
     sli = slo.sli
     if isinstance(sli, LatencySli):
-        return f"requests with {sli.metric} at most {latency_le(sli)}s"
+        where = sli.counted_at
+        if where.exact:
+            return f"requests with {sli.metric} at most {latency_le(sli)}s"
+        at = f"{where.edge:g}s" if where.edge is not None else "no edge"
+        return (f"requests with {sli.metric} at most {sli.threshold_seconds:g}s, counted at "
+                f"{at} (off_edge: lower_edge)")
     if isinstance(sli, AvailabilitySli):
         return f"requests not failing with {', '.join(sorted(sli.errors))}"
     if isinstance(sli, ThroughputSli):
@@ -475,8 +486,15 @@ def burn_annotations(slo: Slo, window: BurnWindow) -> dict[str, str]:
         "factor": factor,
         "budget_remaining": budget_remaining_template(slo),
         "time_to_exhaustion": exhaustion_template(slo),
+        **_edge_note(slo),
         **_links(slo),
     }
+
+
+def _edge_note(slo: Slo) -> dict[str, str]:
+    """``sli_note``: where an off-edge threshold is really counted (``off_edge: lower_edge``)."""
+    note = slo.sli.edge_note if isinstance(slo.sli, LatencySli) else None
+    return {"sli_note": note} if note else {}
 
 
 def group_template(slo: Slo) -> str:
@@ -567,8 +585,11 @@ def dump_yaml(value: Any) -> str:
 
 
 def generate_rules(slos: Sequence[Slo], *, interval_seconds: float = 60,
-                   target_label: str = "job") -> str:
-    """One Prometheus rule file for ``slos`` (ordered by name), deterministic to the byte."""
+                   target_label: str = "job", target_down: TargetDownRule | None = None) -> str:
+    """One Prometheus rule file for ``slos`` (ordered by name), deterministic to the byte;
+    the target-down group last (its default rule unless ``target_down`` is given)."""
+    from monitor.slo.target_down_rules import TargetDownRule, target_down_lines
+
     if not interval_seconds > 0 or math.isinf(interval_seconds):
         raise ValueError(f"interval must be a positive duration, got {interval_seconds}")
     slos = prometheus_slos(slos)  # goodput SLIs: from request events, not in Prometheus
@@ -578,7 +599,8 @@ def generate_rules(slos: Sequence[Slo], *, interval_seconds: float = 60,
         lines += [f"# {line}" for line in _comment(slo)]
         groups = rule_groups(slo, interval_seconds=interval_seconds, target_label=target_label)
         lines.append(dump_yaml(groups).rstrip("\n"))
-    if not slos:
+    lines += target_down_lines(target_down or TargetDownRule(), target_label)
+    if lines[-1] == "groups:":
         lines[-1] = "groups: []"
     return "\n".join(lines) + "\n"
 

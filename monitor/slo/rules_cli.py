@@ -3,6 +3,13 @@
     inferwatch rules generate                  # alerts/slos -> alerts/inferwatch-slo.rules.yml
                                                #   and alerts/tests/inferwatch-slo.test.yml
     inferwatch rules generate --check          # CI: are the checked-in files current?
+    inferwatch rules generate --config inferwatch.yaml --target-down-targets vllm,sglang
+                                               # the target-down rule as its alerting section
+                                               #   says, on the jobs vllm and sglang only
+    inferwatch rules generate --engine vllm --out vllm-rules
+                                               # latency SLOs counted at vLLM's bucket edges
+    inferwatch rules generate --page http://vllm:8000/metrics --out vllm-rules
+                                               # ... at the edges the live engine has
     inferwatch rules windows --period 7d       # the burn-rate windows a 7-day SLO gets
     promtool check rules alerts/inferwatch-slo.rules.yml
     promtool test rules alerts/tests/inferwatch-slo.test.yml
@@ -26,6 +33,7 @@ from pathlib import Path
 from monitor.generated import check_generated, write_generated
 from typing import Final
 
+from monitor.slo import target_down_rules
 from monitor.slo.durations import parse_duration
 from monitor.slo.spec import Slo
 
@@ -33,6 +41,7 @@ RULES_FILE: Final = "inferwatch-slo.rules.yml"
 ANOMALY_RULES_FILE: Final = "inferwatch-anomaly-rules.yml"
 SEASONAL_RULES_FILE: Final = "inferwatch-anomaly-seasonal-rules.yml"
 TEST_FILE: Final = "tests/inferwatch-slo.test.yml"
+TARGET_DOWN_TEST_FILE: Final = "tests/inferwatch-target-down.test.yml"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,8 +54,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument("--interval", default="1m", help="rule group evaluation interval")
     gen.add_argument("--target-label", default="job",
                      help="the label an SLO's selector.target matches")
+    gen.add_argument("--engine", default=None,
+                     help="the engine the SLOs read (vllm, sglang, tgi, triton, llamacpp, "
+                          "inferwatch): latency SLOs are counted at its bucket edges, and a "
+                          "threshold off them is refused (or counted at the edge below with "
+                          "off_edge: lower_edge); default: the inferwatch schema's buckets")
+    gen.add_argument("--page", default=None,
+                     help="a /metrics page of the engine (a file, or an http(s) URL): the "
+                          "edges it really has (custom bucket flags included) and, without "
+                          "--engine, the engine itself")
     gen.add_argument("--check", action="store_true",
                      help="write nothing; exit 1 with a diff if the files are not current")
+    target_down_rules.add_arguments(gen)
     anomaly = actions.add_parser("anomaly", help="recording and alerting rules for the anomaly "
                                                  "detectors PromQL can express (stderr: those "
                                                  "it cannot)")
@@ -71,19 +90,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def generated_files(slos: Sequence[Slo], *, interval_seconds: float = 60.0,
-                    target_label: str = "job") -> dict[str, str]:
+                    target_label: str = "job",
+                    target_down: target_down_rules.TargetDownRule | None = None
+                    ) -> dict[str, str]:
     """The generated files by their path under the output directory."""
     from monitor.slo.promtool_tests import generate_alert_tests
     from monitor.slo.rules import generate_rules
+    from monitor.slo.target_down_promtool import generate_target_down_tests
+
+    target_down = target_down or target_down_rules.TargetDownRule()
 
     rule_file = Path(RULES_FILE)
     relative = Path(*[".."] * (len(Path(TEST_FILE).parts) - 1)) / rule_file
     return {
         RULES_FILE: generate_rules(slos, interval_seconds=interval_seconds,
-                                   target_label=target_label),
+                                   target_label=target_label, target_down=target_down),
         TEST_FILE: generate_alert_tests(slos, rule_file=relative.as_posix(),
                                         interval_seconds=interval_seconds,
                                         target_label=target_label),
+        TARGET_DOWN_TEST_FILE: generate_target_down_tests(
+            target_down, rule_file=relative.as_posix(), target_label=target_label),
     }
 
 
@@ -112,15 +138,19 @@ def _print_windows(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from monitor.collect.config import ConfigError
     from monitor.slo.loaders import SloFileError, load_slos
     from monitor.slo.windows import check_short_windows
 
     try:
         interval = parse_duration(args.interval)
-        slos = load_slos(args.slos)
+        slos = _bound(load_slos(args.slos), args.engine, args.page)
+        if args.config is not None:
+            slos = _bound_to_config(slos, args.config)
         check_short_windows(slos, interval, "rule evaluation interval (--interval)")
-        files = generated_files(slos, interval_seconds=interval, target_label=args.target_label)
-    except (SloFileError, OSError, ValueError) as exc:
+        files = generated_files(slos, interval_seconds=interval, target_label=args.target_label,
+                                target_down=target_down_rules.from_arguments(args))
+    except (SloFileError, ConfigError, OSError, ValueError, KeyError) as exc:
         print(f"inferwatch rules generate: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -129,6 +159,46 @@ def _generate(args: argparse.Namespace) -> int:
     write_generated(out, files)
     print(f"{len(slos)} SLOs from {args.slos}")
     return 0
+
+
+def _bound(slos: list[Slo], engine: str | None, page: str | None) -> list[Slo]:
+    """The SLOs bound to the engine named, or found on the page (``monitor.slo.bind``)."""
+    from exporters.adapters.edges import page_edges
+    from monitor.slo.bind import bind_engine
+
+    edges = None
+    if page is not None:
+        found, edges = page_edges(_read_page(page), page)
+        if engine is not None and engine != found:
+            raise ValueError(f"--page {page} is a {found} page, not {engine}")
+        engine = found
+    if engine is None:
+        return slos
+    return bind_engine(slos, engine, edges)
+
+
+def _bound_to_config(slos: list[Slo], path: str) -> list[Slo]:
+    from monitor.collect.config import ConfigError, load_config
+    from monitor.slo.bind import bind_to_targets
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return bind_to_targets(slos, [(t.name, t.labels, t.engine) for t in config.targets])
+
+
+def _read_page(page: str) -> str:
+    if page.startswith(("http://", "https://")):
+        import httpx
+
+        try:
+            response = httpx.get(page, timeout=10.0)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise OSError(f"--page {page}: {exc}") from None
+        return response.text
+    return Path(page).read_text(encoding="utf-8")
 
 
 def _anomaly(args: argparse.Namespace) -> int:

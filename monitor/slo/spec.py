@@ -32,6 +32,7 @@ a tenant sending a few requests an hour never pages on one bad one.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from enum import StrEnum
@@ -40,7 +41,15 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from exporters import schema
+from exporters.adapters.edges import EngineEdges
 from monitor.slo.durations import format_duration, parse_duration
+from monitor.slo.edges import (
+    CountedAt,
+    counted_at,
+    layout,
+    lower_edge_note,
+    off_edge_message,
+)
 
 SLO_NAME_RE: Final = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$")
 _LABEL_NAME_RE: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -60,8 +69,13 @@ THROUGHPUT_METRICS: Final[dict[str, tuple[str, ...]]] = {
 }
 # Errors that happen before a request enters the engine: they are not in the requests
 # counter, so when counted they are added to the total as well.
-PRE_ENGINE_ERRORS: Final[frozenset[str]] = frozenset({"rejected", "bad_request"})
-DEFAULT_COUNTED_ERRORS: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected")
+# An API server's 5xx (server_error) is counted at the HTTP layer, outside the engine's
+# requests counter, so it is one of these too (docs/slos-on-engines.md: a non-streamed request
+# that fails inside the engine is then counted twice, as model_error and as server_error).
+PRE_ENGINE_ERRORS: Final[frozenset[str]] = frozenset({"rejected", "bad_request",
+                                                      "server_error"})
+DEFAULT_COUNTED_ERRORS: Final[tuple[str, ...]] = ("oom", "timeout", "model_error", "rejected",
+                                                  "server_error")
 # A split SLO's minimum events per group in a long window, unless alerting.min_events is given.
 DEFAULT_GROUPED_MIN_EVENTS: Final = 100
 # Labels an SLO cannot be split by: they name the SLO's own recorded series and alerts.
@@ -88,25 +102,67 @@ class Budgeting(StrEnum):
 
 
 class LatencySli(_Model):
+    """Requests whose ``metric`` is at most ``threshold_seconds``, counted at the bucket edges
+    of the engine the SLO reads (``monitor.slo.edges``): ``engine`` names it (a mapping
+    table's engine, e.g. vllm; None: the inferwatch schema's own buckets), ``edges`` gives the
+    histogram's edges where they are not the engine's defaults (a custom bucket flag, or as
+    read off a live page). A threshold off those edges is refused, or with
+    ``off_edge: lower_edge`` counted at the edge below in every evaluation path."""
+
     kind: Literal["latency"] = "latency"
     metric: Literal["ttft", "itl", "tpot", "e2e"]
     threshold_seconds: float = Field(gt=0)
+    engine: str | None = None
+    edges: tuple[float, ...] | None = None
+    off_edge: Literal["refuse", "lower_edge"] = "refuse"
 
     @field_validator("threshold_seconds", mode="before")
     @classmethod
     def _threshold(cls, value: object) -> float:
         return _duration(value)
 
+    @field_validator("edges")
+    @classmethod
+    def _edges(cls, value: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if value is None:
+            return None
+        if not value or any(not math.isfinite(e) or e <= 0 for e in value):
+            raise ValueError("edges must be a non-empty list of positive, finite seconds")
+        return tuple(sorted(set(value)))
+
     @model_validator(mode="after")
-    def _on_a_bucket_bound(self) -> LatencySli:
-        buckets = schema.get_spec(self.histogram).buckets or ()
-        if not any(abs(b - self.threshold_seconds) <= 1e-9 * b for b in buckets):
-            nearest = sorted(buckets, key=lambda b: abs(b - self.threshold_seconds))[:3]
-            raise ValueError(
-                f"threshold {self.threshold_seconds:g}s is not a bucket bound of "
-                f"{self.histogram}, so good requests could not be counted exactly; "
-                f"nearest bounds: {', '.join(f'{b:g}s' for b in sorted(nearest))}")
+    def _countable(self) -> LatencySli:
+        where, name, known = self._where()
+        if not where.exact and self.off_edge == "refuse":
+            raise ValueError(off_edge_message(self.histogram, where, name, known))
         return self
+
+    def _where(self) -> tuple[CountedAt, str, EngineEdges]:
+        try:
+            name, edges, known = layout(self.engine, self.edges, self.histogram)
+        except KeyError as exc:
+            raise ValueError(str(exc)) from None
+        if edges is None:
+            raise ValueError(f"{name} has no histogram mapped to {self.histogram}: a {self.metric} "
+                             "SLO cannot be counted from its metrics (a goodput SLI counts it "
+                             "from the gateway's request events)")
+        return counted_at(edges, self.threshold_seconds), name, known
+
+    @property
+    def counted_at(self) -> CountedAt:
+        """Where good events are counted: the threshold itself, or the edge below it."""
+        return self._where()[0]
+
+    @property
+    def layout_edges(self) -> tuple[float, ...]:
+        """The histogram's edges on the engine this SLI reads."""
+        return layout(self.engine, self.edges, self.histogram)[1] or ()
+
+    @property
+    def edge_note(self) -> str | None:
+        """What is counted instead of the threshold, or None when it is exact."""
+        where, name, _ = self._where()
+        return None if where.exact else lower_edge_note(self.histogram, where, name)
 
     @property
     def histogram(self) -> str:

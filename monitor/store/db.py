@@ -151,9 +151,25 @@ def open_store(url: str, *, connect_timeout_seconds: float = DEFAULT_CONNECT_TIM
                      " use sqlite:///path or postgresql+psycopg://user@host/db")
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite store URL, absolute (a relative one is the process's
+    working directory's, as SQLite reads it); None for an in-memory database or another
+    backend."""
+    parsed = make_url(url)
+    database = parsed.database
+    if (parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:")
+            or parsed.query.get("mode") == "memory"):
+        return None
+    if parsed.query.get("uri") == "true" and database.startswith("file:"):  # file:path
+        database = database.removeprefix("file:")
+        if database in ("", ":memory:"):
+            return None
+    return Path(database).resolve()
+
+
 def _sqlite_engine(url: str, busy_timeout_seconds: float) -> Engine:
     engine = create_engine(url)
-    in_memory = make_url(url).database in (None, "", ":memory:")
+    in_memory = sqlite_path(url) is None
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

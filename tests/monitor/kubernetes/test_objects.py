@@ -89,5 +89,10 @@ def test_the_slo_prometheus_rule_holds_the_checked_in_slo_rules() -> None:
     plain = load(REPO / "alerts" / "inferwatch-slo.rules.yml")
     rule = load(REPO / "deploy" / "kubernetes" / SLO_RULES_FILE)
     alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
-    assert alerts and rule["spec"]["groups"] == plain["groups"]
+    *slo_groups, target_down = rule["spec"]["groups"]
+    *plain_slo_groups, plain_target_down = plain["groups"]
+    assert alerts and slo_groups == plain_slo_groups
+    # In a cluster the target-down rule watches the engines' jobs only, not every target.
+    assert target_down["rules"][0]["expr"].startswith('up{job=~"dcgm|inferwatch|')
+    assert plain_target_down["rules"][0]["expr"] == "up == 0"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"

@@ -25,13 +25,31 @@ def test_the_defaults_are_the_edges_vllm_0_32_serves() -> None:
             assert vllm_edges(histogram) == family.defaults, histogram
 
 
-def test_every_demo_threshold_becomes_an_edge(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["slo", "buckets", "--engine", "vllm", str(DEMO_SLOS)]) == 0
+OFF_EDGE_SLOS = """slos:
+  - {name: chat-ttft, objective: 0.99, window: 30d,
+     sli: {kind: latency, metric: ttft, threshold_seconds: 200ms}}
+  - {name: chat-itl, objective: 0.99, window: 28d,
+     sli: {kind: latency, metric: itl, threshold_seconds: 50ms}}
+"""
+
+
+def test_the_demo_thresholds_are_edges_of_vllm_already(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["slo", "buckets", "--engine", "vllm", "--json", str(DEMO_SLOS)]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {} and "no flag needed" in err
+
+
+def test_every_threshold_becomes_an_edge(capsys: pytest.CaptureFixture[str],
+                                         tmp_path: Path) -> None:
+    (tmp_path / "slos.yaml").write_text(OFF_EDGE_SLOS)
+    assert cli.main(["slo", "buckets", "--engine", "vllm", str(tmp_path / "slos.yaml")]) == 0
     out, err = capsys.readouterr()
     flag, value = shlex.split(out.strip())
     assert flag == FLAG
     overrides = json.loads(value)
-    latency = [s.sli for s in load_slos(DEMO_SLOS) if isinstance(s.sli, LatencySli)]
+    latency = [s.sli for s in load_slos(tmp_path / "slos.yaml")
+               if isinstance(s.sli, LatencySli)]
     assert latency
     for sli in latency:
         family = VLLM_FAMILIES[sli.metric]
@@ -59,8 +77,10 @@ def test_a_page_whose_edges_have_the_thresholds_needs_no_flag(
     page = read_fixture(LIVE_PAGE).replace('le="0.25"', 'le="0.2"')  # a 0.2 s TTFT edge
     assert 0.2 in page_edges(page, "page")["vllm:time_to_first_token_seconds"]
     (tmp_path / "metrics.prom").write_text(page)
+    (tmp_path / "slos.yaml").write_text(OFF_EDGE_SLOS)
     assert cli.main(["slo", "buckets", "--engine", "vllm", "--page",
-                     str(tmp_path / "metrics.prom"), "--json", str(DEMO_SLOS)]) == 0
+                     str(tmp_path / "metrics.prom"), "--json",
+                     str(tmp_path / "slos.yaml")]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == {} and "no flag needed" in err
 

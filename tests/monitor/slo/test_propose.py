@@ -119,3 +119,34 @@ def test_the_proposal_passes_rules_generate_and_promtool(tmp_path: Path) -> None
         done = subprocess.run([promtool, *args], cwd=tmp_path, capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_on_an_engine_a_limit_is_raised_to_that_engines_next_edge() -> None:
+    # vLLM's TTFT edges around 200 ms are 0.1 and 0.25: the schema's 0.2 would never count.
+    assert bucket_bound("ttft", 0.2, "vllm") == 0.25
+    assert bucket_bound("tpot", 0.05, "vllm") == 0.05
+    with pytest.raises(ProposeError, match="tgi 3.x has no gen_ai_server_time_to_first_token"):
+        bucket_bound("ttft", 0.2, "tgi")
+
+
+@pytest.mark.integration
+def test_a_vllm_proposal_names_the_engine_and_generates_for_it(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        unavailable("promtool is not installed")
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps(sweep_document()))
+    slos = tmp_path / "proposed.yaml"
+    assert main(["slo", "propose", "--sweep", str(tmp_path / "sweep"), "--engine", "vllm",
+                 "--out", str(slos)]) == 0
+    ttft = load_slos(slos)[0]
+    assert isinstance(ttft.sli, LatencySli)
+    assert (ttft.sli.engine, ttft.sli.threshold_seconds) == ("vllm", 0.25)
+    assert "raised to the engine's next edge" in ttft.description
+    assert main(["rules", "generate", "--slos", str(slos), "--out", str(tmp_path)]) == 0
+    rules = (tmp_path / "inferwatch-slo.rules.yml").read_text()
+    assert 'gen_ai_server_time_to_first_token_seconds_bucket{le="0.25"}' in rules
+    assert 'le="0.2"' not in rules
+    done = subprocess.run([promtool, "test", "rules", "tests/inferwatch-slo.test.yml"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

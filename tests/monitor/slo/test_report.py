@@ -293,7 +293,8 @@ def test_to_dict_is_strict_json_with_stable_keys(outage: SloReport) -> None:
     assert body["burn_intervals"][0] == {"window": "1h/5m", "severity": "page",
                                          "start": at(OUTAGE_START + 1),
                                          "end": at(OUTAGE_END + 5)}
-    assert body["slo"]["sli"] == "requests not failing with oom, timeout, model_error, rejected"
+    assert body["slo"]["sli"] == ("requests not failing with oom, timeout, model_error, "
+                                  "rejected, server_error")
 
 
 def test_a_report_from_the_store_counts_what_the_collector_stored(store: Store) -> None:

@@ -105,10 +105,10 @@ def test_events_promql_per_sli_kind() -> None:
     availability, ttft, rejections, ratio = OCCURRENCES
     assert rules.events_promql(availability, 300) == (
         '(sum(increase(gen_ai_server_request_errors_total{job="llm",'
-        'error_type=~"model_error|oom|rejected|timeout"}[5m])) or vector(0))',
+        'error_type=~"model_error|oom|rejected|server_error|timeout"}[5m])) or vector(0))',
         'sum(increase(gen_ai_server_requests_total{job="llm"}[5m])) + '
-        '(sum(increase(gen_ai_server_request_errors_total{job="llm",error_type=~"rejected"}'
-        '[5m])) or vector(0))')
+        '(sum(increase(gen_ai_server_request_errors_total{job="llm",'
+        'error_type=~"rejected|server_error"}[5m])) or vector(0))')
     assert rules.events_promql(ttft, 3600) == (
         "sum(increase(gen_ai_server_time_to_first_token_seconds_count[1h])) - "
         'sum(increase(gen_ai_server_time_to_first_token_seconds_bucket{le="1.0"}[1h]))',
@@ -180,7 +180,8 @@ def test_rule_file_is_deterministic_and_ordered_by_slo_name() -> None:
                      "inferwatch-slo-e2e-slices-slices", "inferwatch-slo-e2e-slices",
                      "inferwatch-slo-finished-slices", "inferwatch-slo-finished",
                      "inferwatch-slo-rejections", "inferwatch-slo-steps-not-preempted",
-                     "inferwatch-slo-tokens-slices", "inferwatch-slo-tokens"]
+                     "inferwatch-slo-tokens-slices", "inferwatch-slo-tokens",
+                     "inferwatch-target-down"]  # last, whatever the SLOs
 
 
 def test_occurrence_records_and_alerts() -> None:

@@ -1,0 +1,70 @@
+"""Latency SLOs bound to the engine they read (issue 30): ``rules generate --engine vllm``,
+``--page`` (edges read off a live /metrics page) and a config's targets all end here, so the
+rules, their promtool tests and the monitor count at the edges that engine really has."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import ValidationError
+
+from monitor.slo.spec import LatencySli, Slo
+
+
+class EngineBindError(ValueError):
+    """An SLO that cannot be counted on the engine it was bound to."""
+
+
+def bind_engine(slos: Sequence[Slo], engine: str,
+                page_edges: Mapping[str, Sequence[float]] | None = None) -> list[Slo]:
+    """Each latency SLO that names no engine of its own, bound to ``engine`` (its histogram's
+    edges as ``page_edges`` has them, where given) and validated again: a threshold off that
+    engine's edges is refused unless the SLO says ``off_edge: lower_edge``."""
+    bound = []
+    for slo in slos:
+        sli = slo.sli
+        if not isinstance(sli, LatencySli) or sli.engine is not None:
+            bound.append(slo)
+            continue
+        fields = {**sli.model_dump(), "engine": engine}
+        if page_edges is not None and page_edges.get(sli.histogram):
+            fields["edges"] = tuple(page_edges[sli.histogram])
+        try:
+            bound.append(Slo.model_validate({**slo.model_dump(), "sli": fields}))
+        except ValidationError as exc:
+            reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ")
+                                for e in exc.errors())
+            raise EngineBindError(f"SLO {slo.name}: {reasons}") from None
+    return bound
+
+
+def bind_to_targets(slos: Sequence[Slo],
+                    targets: Sequence[tuple[str, Mapping[str, str], str]]) -> list[Slo]:
+    """Each latency SLO that names no engine, checked against the engines of the targets it
+    selects (``(name, labels, engine)``, from inferwatch.yaml) and bound to their engine when
+    they declare one, the same, and none is ``auto`` (found at run time; the monitor then
+    counts at the stored edges and says so). Targets of several engines: the threshold must
+    be countable on each, and where they count it at different edges the SLO is refused (one
+    rule cannot read two ``le``): split it by selector."""
+    from monitor.store import Selector
+
+    bound = []
+    for slo in slos:
+        sli = slo.sli
+        if not isinstance(sli, LatencySli) or sli.engine is not None:
+            bound.append(slo)
+            continue
+        selector = Selector(slo.selector.target, slo.selector.labels)
+        engines = sorted({engine for name, labels, engine in targets
+                          if selector.matches(name, labels)})
+        known = [e for e in engines if e != "auto"]
+        per_engine = [bind_engine([slo], engine)[0] for engine in known]
+        edges = {s.sli.counted_at.edge for s in per_engine if isinstance(s.sli, LatencySli)}
+        if len(edges) > 1:
+            raise EngineBindError(
+                f"SLO {slo.name}: its targets run {', '.join(known)}, which count "
+                f"{sli.threshold_seconds:g}s at different edges "
+                f"({', '.join(f'{e:g}s' for e in sorted(x for x in edges if x is not None))}"
+                "): one SLO per engine (selector.labels)")
+        bound.append(per_engine[0] if len(known) == 1 and engines == known else slo)
+    return bound
