@@ -30,6 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument("--out", default="dashboards", help="directory for the JSON files")
     gen.add_argument("--slos", default="alerts/slos",
                      help="SLO spec file or directory (for thresholds, budgets, burn rates)")
+    gen.add_argument("--engine", default=None,
+                     help="the engine the SLOs read: latency thresholds drawn at the edges it "
+                          "counts them at (as `rules generate --engine`)")
+    gen.add_argument("--page", default=None,
+                     help="a /metrics page (file or URL) of the engine, as `rules generate`")
     gen.add_argument("--panels", default=None,
                      help="panel list YAML (default: the packaged panels.yaml)")
     gen.add_argument("--check", action="store_true",
@@ -53,11 +58,13 @@ def run(args: argparse.Namespace) -> int:
 def _generate(args: argparse.Namespace) -> int:
     from monitor.dashboards.generate import generate_dashboards
     from monitor.dashboards.spec import PanelFileError, load_panels
+    from monitor.slo.bind import bind_for
     from monitor.slo.loaders import SloFileError, load_slos
 
     try:
-        files = generate_dashboards(load_panels(args.panels), load_slos(args.slos))
-    except (PanelFileError, SloFileError, OSError, ValueError) as exc:
+        slos = bind_for(load_slos(args.slos), args.engine, args.page)
+        files = generate_dashboards(load_panels(args.panels), slos)
+    except (PanelFileError, SloFileError, OSError, ValueError, KeyError) as exc:
         print(f"inferwatch dashboards generate: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)

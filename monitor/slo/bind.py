@@ -5,6 +5,7 @@ rules, their promtool tests and the monitor count at the edges that engine reall
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -68,3 +69,32 @@ def bind_to_targets(slos: Sequence[Slo],
                 "): one SLO per engine (selector.labels)")
         bound.append(per_engine[0] if len(known) == 1 and engines == known else slo)
     return bound
+
+
+def bind_for(slos: Sequence[Slo], engine: str | None, page: str | None) -> list[Slo]:
+    """The SLOs bound to ``engine`` and/or the engine and edges of ``page`` (a /metrics file
+    or an http(s) URL), as the ``--engine`` and ``--page`` options give them; unchanged when
+    neither is given. OSError when the page cannot be read, ValueError when it is not the
+    engine named, EngineBindError when an SLO cannot be counted on it."""
+    from exporters.adapters.edges import page_edges
+
+    edges = None
+    if page is not None:
+        found, edges = page_edges(_read_page(page), page)
+        if engine is not None and engine != found:
+            raise ValueError(f"--page {page} is a {found} page, not {engine}")
+        engine = found
+    return list(slos) if engine is None else bind_engine(slos, engine, edges)
+
+
+def _read_page(page: str) -> str:
+    if page.startswith(("http://", "https://")):
+        import httpx
+
+        try:
+            response = httpx.get(page, timeout=10.0)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise OSError(f"--page {page}: {exc}") from None
+        return response.text
+    return Path(page).read_text(encoding="utf-8")

@@ -139,12 +139,13 @@ def _print_windows(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from monitor.collect.config import ConfigError
+    from monitor.slo.bind import bind_for
     from monitor.slo.loaders import SloFileError, load_slos
     from monitor.slo.windows import check_short_windows
 
     try:
         interval = parse_duration(args.interval)
-        slos = _bound(load_slos(args.slos), args.engine, args.page)
+        slos = bind_for(load_slos(args.slos), args.engine, args.page)
         if args.config is not None:
             slos = _bound_to_config(slos, args.config)
         check_short_windows(slos, interval, "rule evaluation interval (--interval)")
@@ -161,22 +162,6 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bound(slos: list[Slo], engine: str | None, page: str | None) -> list[Slo]:
-    """The SLOs bound to the engine named, or found on the page (``monitor.slo.bind``)."""
-    from exporters.adapters.edges import page_edges
-    from monitor.slo.bind import bind_engine
-
-    edges = None
-    if page is not None:
-        found, edges = page_edges(_read_page(page), page)
-        if engine is not None and engine != found:
-            raise ValueError(f"--page {page} is a {found} page, not {engine}")
-        engine = found
-    if engine is None:
-        return slos
-    return bind_engine(slos, engine, edges)
-
-
 def _bound_to_config(slos: list[Slo], path: str) -> list[Slo]:
     from monitor.collect.config import ConfigError, load_config
     from monitor.slo.bind import bind_to_targets
@@ -186,19 +171,6 @@ def _bound_to_config(slos: list[Slo], path: str) -> list[Slo]:
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
     return bind_to_targets(slos, [(t.name, t.labels, t.engine) for t in config.targets])
-
-
-def _read_page(page: str) -> str:
-    if page.startswith(("http://", "https://")):
-        import httpx
-
-        try:
-            response = httpx.get(page, timeout=10.0)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise OSError(f"--page {page}: {exc}") from None
-        return response.text
-    return Path(page).read_text(encoding="utf-8")
 
 
 def _anomaly(args: argparse.Namespace) -> int:

@@ -182,7 +182,7 @@ def _assert_known_values(results: Results) -> None:
     errors = {dict(labels)["error_type"]: max(values) for labels, values in
               results[inference + "Errors by type (req/s) / A"]}
     assert errors["model_error"] > 0 and set(errors) == {
-        "oom", "timeout", "model_error", "rejected", "bad_request"}
+        "oom", "timeout", "model_error", "rejected", "bad_request", "server_error"}
     alerts = results["inferwatch-slo.json / Firing and pending alerts / A"]
     assert any(labels["slo"] == "chat-availability" and labels["alertstate"] == "firing"
                for labels, _ in alerts)
