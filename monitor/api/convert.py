@@ -64,11 +64,18 @@ def slo_out(slo: Slo, status: SloStatus | None, alerts: list[Alert]) -> SloOut:
                       error=None)
     return SloOut(
         **common, state=status.state.value, sli=finite(status.sli), events=status.events,
-        budget_remaining=finite(status.budget_remaining),
+        budget_remaining=finite(status.budget_remaining), **budget_basis(status),
         time_to_exhaustion_seconds=finite(status.time_to_exhaustion_seconds),
         burn_rates=_burn_rates_out(status),
         evaluated_at=status.evaluated_at, error=status.error, warnings=list(status.warnings),
         groups=[slo_group_out(g) for g in status.groups if g.events > 0 or g.error])
+
+
+def budget_basis(status: SloStatus) -> dict[str, Any]:
+    """``observed_seconds`` and ``budget_basis`` of a status (SloOut's and SloGroupOut's)."""
+    basis = ("none" if not (status.events > 0 and math.isfinite(status.budget_remaining))
+             else "partial" if status.partial_period else "period")
+    return {"observed_seconds": finite(status.observed_seconds), "budget_basis": basis}
 
 
 def _burn_rates_out(status: SloStatus) -> list[BurnRateOut]:
@@ -82,7 +89,7 @@ def slo_group_out(status: SloStatus) -> SloGroupOut:
         labels=dict(status.group), state=status.state.value, sli=finite(status.sli),
         events=status.events, budget_remaining=finite(status.budget_remaining),
         time_to_exhaustion_seconds=finite(status.time_to_exhaustion_seconds),
-        burn_rates=_burn_rates_out(status), error=status.error)
+        burn_rates=_burn_rates_out(status), error=status.error, **budget_basis(status))
 
 
 def alert_out(alert: Alert) -> AlertOut:

@@ -49,6 +49,18 @@ class SloAlertOut(BaseModel):
         default_factory=dict, description="a split SLO's alert: its group's labels")
 
 
+BudgetBasis = Literal["period", "partial", "none"]
+BUDGET_BASIS = (
+    "what budget_remaining (and the SLI) are computed over: \"period\", the events of the "
+    "whole period (of the calendar period so far); \"partial\", the events of the "
+    "observed_seconds of history only, shorter than the period (a young SLO, or a store that "
+    "holds less than the period): the budget is 1 - bad / (error budget x events seen), a "
+    "partial period's, not yet the period's; \"none\": no events, no budget")
+OBSERVED_SECONDS = (
+    "seconds of history the SLI and budget cover: from the first minute in the period in "
+    "which a selected target answered to the evaluation; null before any answered")
+
+
 class SloGroupOut(BaseModel):
     """One group of a split SLO (``grouping: [tenant]``): its own error ratio and budget."""
 
@@ -60,6 +72,8 @@ class SloGroupOut(BaseModel):
     time_to_exhaustion_seconds: float | None
     burn_rates: list[BurnRateOut]
     error: str | None
+    observed_seconds: float | None = Field(None, description=OBSERVED_SECONDS)
+    budget_basis: BudgetBasis = Field("none", description=BUDGET_BASIS)
 
 
 class SloOut(BaseModel):
@@ -71,7 +85,11 @@ class SloOut(BaseModel):
     state: Literal["ok", "burning", "no_data", "error", "pending"]
     sli: float | None
     events: float
-    budget_remaining: float | None
+    budget_remaining: float | None = Field(
+        description="fraction of the error budget of the events seen left: 1 - bad / (error "
+                    "budget x events), below 0 when overspent; see budget_basis")
+    observed_seconds: float | None = Field(None, description=OBSERVED_SECONDS)
+    budget_basis: BudgetBasis = Field("none", description=BUDGET_BASIS)
     time_to_exhaustion_seconds: float | None = Field(
         description="seconds until the budget is gone at the current burn rate; null when "
                     "not burning")
@@ -384,10 +402,12 @@ class ConfigStatusOut(BaseModel):
 class HaStatusOut(BaseModel):
     replica_id: str = Field(description="this replica (ha.replica_id, else hostname:pid)")
     role: str = Field(description='"active" (scrapes, evaluates, sends) or "standby"')
-    elected: bool = Field(description="whether a PostgreSQL lock decides the role (false on "
-                                      "SQLite: one replica, always active)")
+    elected: bool = Field(description="whether a lock decides the role: PostgreSQL's advisory "
+                                      "lock, or on a SQLite file the <database>.lock file "
+                                      "lock (false on in-memory SQLite: always active)")
     since: float = Field(description="when this replica took its role (Unix seconds)")
-    active_replica_id: str | None = Field(description="the replica holding the lock now")
+    active_replica_id: str | None = Field(description="the replica holding the lock now (on "
+                                          "SQLite as its lock file names it at the last poll)")
     leader_changes: int = Field(description="times this replica became active or stepped down")
     holding: bool = Field(False, description="lost its lock to a database error and scraping "
                                              "on into its buffer until the database answers")

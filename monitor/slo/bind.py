@@ -4,7 +4,7 @@ rules, their promtool tests and the monitor count at the edges that engine reall
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -21,22 +21,24 @@ def bind_engine(slos: Sequence[Slo], engine: str,
     """Each latency SLO that names no engine of its own, bound to ``engine`` (its histogram's
     edges as ``page_edges`` has them, where given) and validated again: a threshold off that
     engine's edges is refused unless the SLO says ``off_edge: lower_edge``."""
-    bound = []
-    for slo in slos:
-        sli = slo.sli
-        if not isinstance(sli, LatencySli) or sli.engine is not None:
-            bound.append(slo)
-            continue
+    def bind(slo: Slo, sli: LatencySli) -> Slo:
         fields = {**sli.model_dump(), "engine": engine}
         if page_edges is not None and page_edges.get(sli.histogram):
             fields["edges"] = tuple(page_edges[sli.histogram])
         try:
-            bound.append(Slo.model_validate({**slo.model_dump(), "sli": fields}))
+            return Slo.model_validate({**slo.model_dump(), "sli": fields})
         except ValidationError as exc:
             reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ")
                                 for e in exc.errors())
             raise EngineBindError(f"SLO {slo.name}: {reasons}") from None
-    return bound
+
+    return _each_unbound(slos, bind)
+
+
+def _each_unbound(slos: Sequence[Slo], bind: Callable[[Slo, LatencySli], Slo]) -> list[Slo]:
+    """``bind`` applied to each latency SLO that names no engine; the others as they are."""
+    return [bind(slo, slo.sli) if isinstance(slo.sli, LatencySli) and slo.sli.engine is None
+            else slo for slo in slos]
 
 
 def bind_to_targets(slos: Sequence[Slo],
@@ -49,26 +51,23 @@ def bind_to_targets(slos: Sequence[Slo],
     rule cannot read two ``le``): split it by selector."""
     from monitor.store import Selector
 
-    bound = []
-    for slo in slos:
-        sli = slo.sli
-        if not isinstance(sli, LatencySli) or sli.engine is not None:
-            bound.append(slo)
-            continue
+    def bind(slo: Slo, sli: LatencySli) -> Slo:
         selector = Selector(slo.selector.target, slo.selector.labels)
         engines = sorted({engine for name, labels, engine in targets
                           if selector.matches(name, labels)})
         known = [e for e in engines if e != "auto"]
         per_engine = [bind_engine([slo], engine)[0] for engine in known]
-        edges = {s.sli.counted_at.edge for s in per_engine if isinstance(s.sli, LatencySli)}
+        edges = sorted({s.sli.counted_at.edge for s in per_engine
+                        if isinstance(s.sli, LatencySli)}, key=lambda e: e or 0.0)
         if len(edges) > 1:
             raise EngineBindError(
                 f"SLO {slo.name}: its targets run {', '.join(known)}, which count "
                 f"{sli.threshold_seconds:g}s at different edges "
-                f"({', '.join(f'{e:g}s' for e in sorted(x for x in edges if x is not None))}"
+                f"({', '.join(f'{e:g}s' if e is not None else 'none' for e in edges)}"
                 "): one SLO per engine (selector.labels)")
-        bound.append(per_engine[0] if len(known) == 1 and engines == known else slo)
-    return bound
+        return per_engine[0] if len(known) == 1 and engines == known else slo
+
+    return _each_unbound(slos, bind)
 
 
 def bind_for(slos: Sequence[Slo], engine: str | None, page: str | None) -> list[Slo]:

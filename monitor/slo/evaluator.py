@@ -73,7 +73,9 @@ READ_AHEAD_SLOS = 1000
 # How often a split SLO's groups are listed anew (a new tenant's history is loaded whole when
 # it is found, so this delays its first page by at most this much, and never loses events).
 GROUPS_REFRESH_SECONDS = 60.0
-# How often an SLO's thresholds are checked against the stored bucket edges (a period read).
+# How often an SLO's thresholds are checked against the stored bucket edges (a period read),
+# and the growth of the period's events that has them read again sooner.
+WARNINGS_REFRESH_GROWTH = 1.1
 WARNINGS_REFRESH_SECONDS = 3600.0
 
 
@@ -114,7 +116,11 @@ class SloStatus:
     state: SloState
     sli: float                 # good / all over the period so far (NaN without events)
     events: float              # events (requests, or slices) in the period so far
-    budget_remaining: float    # fraction of the period's error budget left (may go < 0)
+    # Fraction of the error budget of the period's events so far left (may go < 0):
+    # 1 - bad / (error budget x events). Over ``observed_seconds`` of history when that is
+    # shorter than the period so far (``partial_period``): a young SLO's budget is that of the
+    # events seen, never a whole period's budget nor a share of one.
+    budget_remaining: float
     time_to_exhaustion_seconds: float  # at the shortest window's burn rate; inf if not burning
     burn_rates: tuple[WindowBurn, ...]
     conditions: tuple[AlertCondition, ...]
@@ -127,6 +133,13 @@ class SloStatus:
     group: Group = ()
     # A split SLO's status per group, sorted; its ``conditions`` hold their burn alerts.
     groups: tuple[SloStatus, ...] = ()
+    # Seconds of the period so far that the stored history covers: from the first step in
+    # which a selected target answered (no earlier than the period's start) to now; NaN
+    # before any answered.
+    observed_seconds: float = math.nan
+    # The history began after the period did (a young SLO, or a store holding less than the
+    # period): the SLI and budget are those of ``observed_seconds``, not of the period.
+    partial_period: bool = False
 
 
 @dataclass
@@ -141,6 +154,7 @@ class _Tracked:
     warnings: tuple[str, ...] = ()
     warnings_at: float | None = None     # when ``warnings`` were last read
     warnings_events: float = 0.0         # the period's events when they were read
+    first_data_at: float | None = None   # start of the first step read where a target answered
     name: str = ""                       # the SLO's name on alerts (a group's: its SLO's)
     group: Group = ()                    # a split SLO's group this tracks
     groups: dict[Group, _Tracked] = field(default_factory=dict)  # a split SLO's, sorted
@@ -315,6 +329,8 @@ class SloEvaluator:
         open_part = Counts()
         if (open_read := self._open_read(tracked, closed_end, now)) is not None:
             open_part = _counts(self._reader.read(*open_read))
+            if tracked.first_data_at is None and open_part.data_minutes > 0:
+                tracked.first_data_at = closed_end
         period_start = slo_period_start(slo, now)
         period = tracked.events.since(period_start) + open_part
         open_seconds = now - closed_end if open_read is not None else 0.0
@@ -330,13 +346,15 @@ class SloEvaluator:
         """The source's warnings about this SLO, read on the first tick, again at the first
         tick with events if it had none (the buckets are stored with the first events: a
         monitor started before its engines' traffic would otherwise claim an exact SLI for an
-        hour), and then every WARNINGS_REFRESH_SECONDS (they read the whole period); each
-        logged once."""
+        hour), whenever the period's events have grown by a tenth since (the bounds they state
+        must be those of the SLI shown beside them: a warning read on the first minutes said
+        100% while the SLI read 34%, issue 30), and at least every WARNINGS_REFRESH_SECONDS
+        (they read the whole period, so not every tick); each logged once."""
         if not isinstance(tracked.slo.sli, LatencySli) or not isinstance(self.source,
                                                                          WarningSource):
             return ()
         if (tracked.warnings_at is None or now - tracked.warnings_at >= WARNINGS_REFRESH_SECONDS
-                or (tracked.warnings_events <= 0 < events)):
+                or events > tracked.warnings_events * WARNINGS_REFRESH_GROWTH):
             tracked.warnings_at, tracked.warnings_events = now, events
             try:
                 tracked.warnings = tuple(self.source.threshold_warnings(
@@ -356,7 +374,9 @@ class SloEvaluator:
         if tracked.closed_through is None:
             self._load_history(tracked, closed_end, now)
         elif (catch_up := self._catch_up_read(tracked, closed_end)) is not None:
-            self._append(tracked, read_arrays(self._reader, *catch_up))
+            steps = read_arrays(self._reader, *catch_up)
+            _note_first_data(tracked, steps, _MINUTE)
+            self._append(tracked, steps)
         tracked.closed_through = max(tracked.closed_through or closed_end, closed_end)
 
     @staticmethod
@@ -391,6 +411,7 @@ class SloEvaluator:
         per SLO, no object per step."""
         for read in self._history_reads(tracked, closed_end, now):
             steps = read_arrays(self._reader, *read)
+            _note_first_data(tracked, steps, read[3])
             if read[3] == _HOUR:
                 tracked.events.extend(_minutes_of(steps), steps.good, steps.total,
                                       steps.has_data)
@@ -418,6 +439,23 @@ class SloEvaluator:
             if minute % slice_minutes == 0:
                 good, total = _judge_slice(slo, tracked.raw.last(slice_minutes))
             tracked.events.append(minute, good, total, step.has_data)
+
+
+def _note_first_data(tracked: _Tracked, steps: StepArrays, step: float) -> None:
+    """Keep the start of the first step with data (an hour's start for the hours read: the
+    history is then taken as no shorter than it is)."""
+    if tracked.first_data_at is None and steps.has_data.any():
+        tracked.first_data_at = float(steps.end[int(np.argmax(steps.has_data))]) - step
+
+
+def _observed(tracked: _Tracked, now: float) -> tuple[float, bool]:
+    """(seconds of the period so far the history covers, whether it began after the
+    period did): the basis of the SLI and budget reported (issue 30)."""
+    if tracked.first_data_at is None:
+        return math.nan, False
+    period_start = slo_period_start(tracked.slo, now)
+    return (max(now - max(period_start, tracked.first_data_at), 0.0),
+            tracked.first_data_at > period_start + _MINUTE)
 
 
 def _minutes_of(steps: StepArrays) -> npt.NDArray[np.int64]:
@@ -520,11 +558,13 @@ def _status(tracked: _Tracked, now: float, period: Counts, burns: dict[float, Wi
         conditions.append(_no_data_condition(slo, no_data and watched))
     state = (SloState.NO_DATA if no_data
              else SloState.BURNING if any(c.active for c in conditions) else SloState.OK)
+    observed, partial = _observed(tracked, now)
     return SloStatus(
         tracked.name, slo.service, slo.objective, str(slo.window), now, state,
         1.0 - period.error_ratio, period.total, remaining, tte,
         tuple(sorted(burns.values(), key=lambda b: b.seconds)), tuple(conditions),
-        forecast=outlook, group=tracked.group)
+        forecast=outlook, group=tracked.group, observed_seconds=observed,
+        partial_period=partial)
 
 
 def _burn_condition(slo: Slo, window: BurnWindow, long: WindowBurn, short: WindowBurn,

@@ -52,3 +52,20 @@ def duration(seconds: float | None) -> str:
 def sig(value: float | None, digits: int = 3) -> str:
     """A figure without a fixed unit (a p-value, an effect ratio): ``digits`` significant."""
     return DASH if value is None else f"{value:.{digits}g}"
+
+
+def budget_basis(basis: str, observed_seconds: float | None, events: float, period: str,
+                 remaining: float | None = None) -> str:
+    """What a budget figure is of (the API's ``budget_basis``), and how many times over it was
+    spent when overspent: "the 800 events of the 11m 43s of history seen so far: a partial
+    period, not yet the 30d period's budget; 40.00x its budget spent"."""
+    if basis == "partial":
+        text = (f"the {number(events, 0)} events of the {duration(observed_seconds)} of "
+                f"history seen so far: a partial period, not yet the {period} period's budget")
+    elif basis == "period":
+        text = f"the {number(events, 0)} events of the {period} period (so far)"
+    else:
+        return "no events yet"
+    if remaining is not None and remaining < 0:
+        text += f"; {rate(1.0 - remaining)} its budget spent"
+    return text

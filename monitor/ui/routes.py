@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from monitor.api.deps import StateDep
 from monitor.api.state import ServiceState
+from monitor.slo.spec import Slo
 from monitor.ui import fmt, history, listing, svg, views
 from monitor.ui import silences as silence_pages
 from monitor.ui.runs import register_runs
@@ -29,18 +30,35 @@ def make_environment() -> Environment:
     env = Environment(loader=PackageLoader("monitor.ui", "templates"),
                       autoescape=select_autoescape(["html"]))
     env.globals.update(percent=fmt.percent, rate=fmt.rate, number=fmt.number,
-                       millis=fmt.millis, when=fmt.when)
+                       millis=fmt.millis, when=fmt.when, duration=fmt.duration,
+                       budget_basis=fmt.budget_basis)
     return env
 
 
 def _plots(state: ServiceState, name: str) -> dict[str, str]:
-    """The burn-down and the SLI over the SLO's period, from its report."""
-    series = views.period_series(state, name, time.time())
-    if isinstance(series, str):
-        return {"error": series}
+    """The burn-down and the SLI from the SLO's first event in its period, from its report,
+    with the span they draw ("caption") and, for a history younger than the period, the
+    ``start`` of the report linked (where the charts start)."""
+    drawn = views.period_series(state, name, time.time())
+    if isinstance(drawn, str):
+        return {"error": drawn}
+    series, span = drawn.series, drawn.span
+    x_range = (span.start, span.end)
     return {"burn_down": svg.line_plot(list(zip(series.end, series.budget_remaining)),
-                                       "budget remaining"),
-            "sli": svg.line_plot(list(zip(series.end, series.sli)), "SLI")}
+                                       "budget remaining", x_range=x_range),
+            "sli": svg.line_plot(list(zip(series.end, series.sli)), "SLI", x_range=x_range),
+            "caption": _caption(drawn, state.slo(name)),
+            "start": f"{span.start:.0f}" if span.partial else ""}
+
+
+def _caption(drawn: views.PeriodSeries, slo: Slo | None) -> str:
+    """What span the charts draw: "10m 00s from the first event (of the 30d period), ..."."""
+    span = drawn.span
+    period = f"the {slo.window} period" if slo is not None else "the period"
+    where = (f"from the first event, {fmt.when(span.start)} (the history seen so far of "
+             f"{period})" if span.partial else f"over {period}, from {fmt.when(span.start)}")
+    return (f"{fmt.duration(span.seconds)} {where} to {fmt.when(span.end)}, in "
+            f"{len(drawn.series.end)} steps of {fmt.duration(drawn.step_seconds)}")
 
 
 # A sparkline costs a period's report (0.25-0.7 s for 30 days): the list draws them for its
@@ -94,9 +112,10 @@ class _Sparklines:
     def _draw(self, state: ServiceState, name: str) -> None:
         now = time.time()
         try:
-            series = views.period_series(state, name, now)
-            line = "" if isinstance(series, str) else svg.sparkline(
-                list(zip(series.end, series.budget_remaining)))
+            drawn = views.period_series(state, name, now)
+            line = "" if isinstance(drawn, str) else svg.sparkline(
+                list(zip(drawn.series.end, drawn.series.budget_remaining)),
+                title=f"budget remaining: {_caption(drawn, state.slo(name))}")
         except Exception:  # a store hiccup: no line this time, the next load tries again
             logger.warning("sparkline of SLO %s failed", name, exc_info=True)
             line = ""

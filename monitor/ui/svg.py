@@ -18,8 +18,8 @@ def _finite(points: Sequence[Point]) -> list[tuple[float, float]]:
 
 
 def _path(points: list[tuple[float, float]], width: float, height: float,
-          low: float, high: float) -> str:
-    t0, t1 = points[0][0], points[-1][0]
+          low: float, high: float, x_range: tuple[float, float] | None = None) -> str:
+    t0, t1 = x_range or (points[0][0], points[-1][0])
     span_t = (t1 - t0) or 1.0
     span_v = (high - low) or 1.0
     return " ".join(f"{'M' if k == 0 else 'L'}{(t - t0) / span_t * width:.1f},"
@@ -27,33 +27,46 @@ def _path(points: list[tuple[float, float]], width: float, height: float,
                     for k, (t, v) in enumerate(points))
 
 
-def sparkline(points: Sequence[Point], width: int = 120, height: int = 24) -> str:
-    """A small line over the finite values; an empty string when there are fewer than two."""
+def sparkline(points: Sequence[Point], width: int = 120, height: int = 24,
+              title: str = "") -> str:
+    """A small line over the finite values (``title`` shown on hover); an empty string when
+    there are fewer than two."""
     kept = _finite(points)
     if len(kept) < 2:
         return ""
     values = [v for _, v in kept]
     low, high = min(min(values), 0.0), max(max(values), 1.0)
+    hover = f"<title>{escape(title)}</title>" if title else ""
     return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} '
-            f'{height}" role="img" aria-label="sparkline"><path d="'
+            f'{height}" role="img" aria-label="sparkline">{hover}<path d="'
             f'{_path(kept, width, height, low, high)}"/></svg>')
 
 
 def line_plot(points: Sequence[Point], label: str, width: int = 720,
-              height: int = 200) -> str:
-    """A line plot with a zero line and its low/high values written at the left."""
+              height: int = 200, x_range: tuple[float, float] | None = None) -> str:
+    """A line plot with a zero line and its low/high values written at the left; over
+    ``x_range`` (Unix seconds: its start and end written under the axis, and the root's
+    ``data-start``/``data-end``) when given, else from the first value to the last."""
     kept = _finite(points)
     if len(kept) < 2:
         return f'<p class="empty">{label}: no data in the range</p>'
     values = [v for _, v in kept]
     low, high = min(min(values), 0.0), max(max(values), 1.0)
     zero = height - (0.0 - low) / ((high - low) or 1.0) * height
-    return (f'<svg class="plot" width="{width + 60}" height="{height + 10}" viewBox="-60 -5 '
-            f'{width + 60} {height + 10}" role="img" aria-label="{label}">'
+    below = 18 if x_range else 0
+    axis = ""
+    if x_range:
+        axis = (f'<text class="axis" x="0" y="{height + 15}">{_utc(x_range[0])}</text>'
+                f'<text class="axis" x="{width}" y="{height + 15}" text-anchor="end">'
+                f'{_utc(x_range[1])}</text>')
+    span = f' data-start="{x_range[0]!r}" data-end="{x_range[1]!r}"' if x_range else ""
+    return (f'<svg class="plot" width="{width + 60}" height="{height + 10 + below}" '
+            f'viewBox="-60 -5 {width + 60} {height + 10 + below}" role="img" '
+            f'aria-label="{label}"{span}>'
             f'<text x="-5" y="5" text-anchor="end">{high:.3g}</text>'
             f'<text x="-5" y="{height}" text-anchor="end">{low:.3g}</text>'
             f'<line class="zero" x1="0" x2="{width}" y1="{zero:.1f}" y2="{zero:.1f}"/>'
-            f'<path d="{_path(kept, width, height, low, high)}"/></svg>')
+            f'<path d="{_path(kept, width, height, low, high, x_range)}"/>{axis}</svg>')
 
 
 Lane = tuple[str, str, Sequence[tuple[float, float | None]]]  # label, class, (from, to|None)

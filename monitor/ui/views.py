@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Final
 
 from monitor.api.convert import alert_out, finite, slo_outs, target_out
 from monitor.api.schemas import AlertOut, SloOut, TargetOut
 from monitor.api.state import ServiceState
-from monitor.slo.evaluator import SloStatus
+from monitor.slo.evaluator import SloStatus, slo_period_start
 from monitor.slo.report import build_report
 from monitor.slo.report_model import StepSeries
+from monitor.slo.report_span import ChartSpan, chart_span
 from monitor.slo.source import StoreSliSource
+from monitor.slo.spec import Slo
+from monitor.slo.steps import SliSource
+from monitor.ui import fmt
 from monitor.ui.figures import (
     FIGURE_RANGE_SECONDS,
     FIGURE_STEP_SECONDS,
@@ -22,6 +27,8 @@ from monitor.ui.figures import (
 )
 from monitor.ui.history import SloHistory, slo_history
 
+# A line needs two points: two closed minutes of events.
+CHART_MIN_SECONDS: Final = 120.0
 
 
 @dataclass
@@ -115,14 +122,48 @@ def slo_detail(state: ServiceState, name: str) -> SloDetail | None:
     return SloDetail(out, conditions, mine, history)
 
 
-def period_series(state: ServiceState, name: str, now: float) -> StepSeries | str:
-    """The SLO's report over its period up to ``now`` (as the report route builds it, at its
-    default step): the per-step SLI and budget burn-down; or why there is none."""
+def slo_chart_span(slo: Slo, source: SliSource, status: SloStatus | None, now: float,
+                   settled: float) -> ChartSpan | None:
+    """Where the charts start. The evaluator's status says where the history does: one that
+    covers the period draws the whole period (no search); a younger one is searched for its
+    first event from its first answered minute on (two small reads); without a status, from
+    the period's start."""
+    period_start = slo_period_start(slo, now)
+    if status is None or not math.isfinite(status.observed_seconds):
+        return chart_span(slo, source, period_start, settled)
+    if not status.partial_period:
+        return ChartSpan(period_start, settled, period_start)
+    seen_from = max(period_start, status.evaluated_at - status.observed_seconds)
+    return chart_span(slo, source, seen_from, settled, period_start)
+
+
+@dataclass(frozen=True)
+class PeriodSeries:
+    """What the SLO's charts draw: the report's steps over ``span``, from the first event in
+    the period (a young SLO's history, not the whole period: issue 30) to now."""
+
+    series: StepSeries
+    span: ChartSpan
+    step_seconds: float
+
+
+def period_series(state: ServiceState, name: str, now: float) -> PeriodSeries | str:
+    """The SLO's report from its first event in the period (``monitor.slo.report_span``) up
+    to ``now``, at the report's default step for that span (whole minutes, up to ~300
+    points): the per-step SLI and budget burn-down; or why there is none."""
     slo = state.slo(name)
     if slo is None:
         return f"no SLO {name!r}"
+    source, settled = StoreSliSource(state.store), now - state.config().settle_seconds
     try:
-        return build_report(slo, StoreSliSource(state.store), now - slo.window.nominal_seconds,
-                            now, None, now=now - state.config().settle_seconds).series
+        span = slo_chart_span(slo, source, _statuses(state).get(name), now, settled)
+        if span is None:
+            return "no events stored in the period yet"
+        if math.floor(settled / 60) * 60 - span.start < CHART_MIN_SECONDS:
+            return (f"first events at {fmt.when(span.start)}: the charts draw from "
+                    f"{fmt.duration(CHART_MIN_SECONDS)} of them")
+        report = build_report(slo, source, span.start, now, None, now=settled)
     except ValueError as exc:
         return str(exc)
+    return PeriodSeries(report.series, replace(span, start=report.start, end=report.end),
+                        report.step_seconds)

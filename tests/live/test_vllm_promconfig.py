@@ -58,10 +58,10 @@ FILLED = ("gen_ai_server_time_to_first_token_seconds_count",
           "gen_ai_server_generation_tokens_total")
 
 
-def _generated_config(workdir: Path, target: str) -> dict[str, Any]:
+def generated_config(workdir: Path, target: str) -> dict[str, Any]:
     """prometheus.yml from the generated files as a user loads them: the vLLM job (its
     targets pointed at ``target``) and its rule file beside the configuration; scrapes and
-    evaluations every second."""
+    evaluations every second. (Also test_vllm_slo_paths', with its SLO rules added.)"""
     files = generated_files([ENGINE])
     generated = yaml.safe_load(files[f"{ENGINE}-scrape.yml"])
     assert generated["rule_files"] == [f"{ENGINE}-rules.yml"]
@@ -80,8 +80,8 @@ def prometheus(vllm: RunningVllm, tmp_path: Path) -> Iterator[str]:
     if binary is None:
         unavailable("prometheus is not installed (apt-get install prometheus)")
     # start_prometheus writes prometheus.yml into tmp_path: the relative rule file resolves.
-    with running_prometheus(binary, tmp_path, _generated_config(tmp_path,
-                                                                host_port(vllm.url))) as url:
+    with running_prometheus(binary, tmp_path, generated_config(tmp_path,
+                                                               host_port(vllm.url))) as url:
         wait_evaluated(url, 1)
         yield url
 

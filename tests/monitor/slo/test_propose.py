@@ -104,21 +104,28 @@ def test_the_command_reads_a_stored_sweep_by_name(tmp_path: Path,
     assert "no finished sweep 'missing'" in capsys.readouterr().err
 
 
-@pytest.mark.integration
-def test_the_proposal_passes_rules_generate_and_promtool(tmp_path: Path) -> None:
+def propose_and_generate(tmp_path: Path, *options: str) -> Path:
+    """A proposal from ``sweep_document``, and its rules generated and checked by promtool."""
     promtool = shutil.which("promtool")
     if promtool is None:
         unavailable("promtool is not installed")
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / "sweep.json").write_text(json.dumps(sweep_document()))
     slos = tmp_path / "proposed.yaml"
-    assert main(["slo", "propose", "--sweep", str(tmp_path / "sweep"), "--out", str(slos)]) == 0
+    assert main(["slo", "propose", "--sweep", str(tmp_path / "sweep"), *options,
+                 "--out", str(slos)]) == 0
     assert main(["rules", "generate", "--slos", str(slos), "--out", str(tmp_path)]) == 0
     for args in (["check", "rules", "inferwatch-slo.rules.yml"],
                  ["test", "rules", "tests/inferwatch-slo.test.yml"]):
         done = subprocess.run([promtool, *args], cwd=tmp_path, capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
+    return slos
+
+
+@pytest.mark.integration
+def test_the_proposal_passes_rules_generate_and_promtool(tmp_path: Path) -> None:
+    propose_and_generate(tmp_path)
 
 
 def test_on_an_engine_a_limit_is_raised_to_that_engines_next_edge() -> None:
@@ -131,22 +138,11 @@ def test_on_an_engine_a_limit_is_raised_to_that_engines_next_edge() -> None:
 
 @pytest.mark.integration
 def test_a_vllm_proposal_names_the_engine_and_generates_for_it(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        unavailable("promtool is not installed")
-    (tmp_path / "sweep").mkdir()
-    (tmp_path / "sweep" / "sweep.json").write_text(json.dumps(sweep_document()))
-    slos = tmp_path / "proposed.yaml"
-    assert main(["slo", "propose", "--sweep", str(tmp_path / "sweep"), "--engine", "vllm",
-                 "--out", str(slos)]) == 0
+    slos = propose_and_generate(tmp_path, "--engine", "vllm")
     ttft = load_slos(slos)[0]
     assert isinstance(ttft.sli, LatencySli)
     assert (ttft.sli.engine, ttft.sli.threshold_seconds) == ("vllm", 0.25)
     assert "raised to the engine's next edge" in ttft.description
-    assert main(["rules", "generate", "--slos", str(slos), "--out", str(tmp_path)]) == 0
     rules = (tmp_path / "inferwatch-slo.rules.yml").read_text()
     assert 'gen_ai_server_time_to_first_token_seconds_bucket{le="0.25"}' in rules
     assert 'le="0.2"' not in rules
-    done = subprocess.run([promtool, "test", "rules", "tests/inferwatch-slo.test.yml"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr

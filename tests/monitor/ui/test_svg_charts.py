@@ -44,3 +44,13 @@ def test_bars_carry_their_values_and_all_zero_bars_get_a_unit_axis() -> None:
     assert 'data-series="canary" data-value="0.1"' in bars
     zero = svg.bars([("median", [0.0, 0.0])], ["baseline", "canary"], "zero", "%")
     assert ">1</text>" in zero and "e-12" not in zero
+
+
+def test_a_line_plot_over_a_range_places_points_on_it_and_writes_its_ends() -> None:
+    """The SLO page's charts span from the first event to now (issue 30): a point half way
+    through the range sits half way across, and the range's ends are written under the axis."""
+    plot = svg.line_plot([(1_800_000_300.0, 0.5), (1_800_000_600.0, 1.0)], "SLI", width=600,
+                         x_range=(1_800_000_000.0, 1_800_000_600.0))
+    assert 'data-start="1800000000.0" data-end="1800000600.0"' in plot
+    assert re.search(r'<path d="M300\.0,[\d.]+ L600\.0,', plot)
+    assert ">2027-01-15 08:00 UTC</text>" in plot and ">2027-01-15 08:10 UTC</text>" in plot
