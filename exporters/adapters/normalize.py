@@ -315,6 +315,7 @@ def _output_labels(
         out[row.labels.get(label, label)] = value
     if row.keep_labels is not None:
         out = {label: value for label, value in out.items() if label in row.keep_labels}
+    out.update(row.set_labels)
     out.update(extra)
     return out
 

@@ -10,6 +10,7 @@ One file per engine. Each row maps one engine metric (or a sum of a few) onto on
       values: {err: {validation: bad_request}}  # label value map; a value not listed is unmapped
       value_from_label: num_gpu_blocks     # the value is this label's (an info-style gauge)
       keep_labels: []                      # keep only these labels (after renames)
+      set_labels: {finish_reason: stop}    # constant labels added to every output series
       sum_of: [A, B]                       # instead of source: the sum of gauges, per label set
       legacy: true                         # a name only older releases export (see below)
       requires: the TensorRT-LLM backend   # a condition without which the source is absent
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -47,7 +48,7 @@ KINDS: Final[Mapping[str, tuple[MetricSpec, ...]]] = MappingProxyType({
 })
 _ROW_KEYS: Final = frozenset({
     "target", "source", "sum_of", "match", "scale", "labels", "values", "value_from_label",
-    "keep_labels", "note", "legacy", "requires",
+    "keep_labels", "note", "legacy", "requires", "set_labels",
 })
 _TABLE_KEYS: Final = frozenset({
     "engine", "kind", "detect", "labels", "rows", "missing", "not_mapped", "identity",
@@ -79,6 +80,9 @@ class Row:
     position: str  # "vllm.yaml rows[3]", for messages
     legacy: bool = False  # a name only older releases export
     requires: str | None = None  # the condition without which the engine omits the source
+    # Constant labels every output series gets (a success counter without a finish reason
+    # counted as finish_reason="stop"), after renames and keep_labels.
+    set_labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_sum(self) -> bool:
@@ -176,9 +180,20 @@ def _row(raw: object, renames: Mapping[str, str], where: str) -> Row:
     requires = row.get("requires")
     if requires is not None and (not isinstance(requires, str) or not requires.strip()):
         raise MappingTableError(f"{where}: 'requires' must say the condition, got {requires!r}")
+    set_labels = _set_labels(row.get("set_labels", {}), where)
     return Row(target, sources, MappingProxyType(_str_mapping(row.get("match", {}), where)),
                float(scale), MappingProxyType(labels), values, value_from_label, keep_labels,
-               where, legacy, requires)
+               where, legacy, requires, set_labels)
+
+
+def _set_labels(raw: object, where: str) -> Mapping[str, str]:
+    constant = _str_mapping(raw, f"{where} set_labels")
+    for label, value in constant.items():
+        allowed = LABEL_VALUES.get(label)
+        if allowed is not None and value not in allowed:
+            raise MappingTableError(f"{where}: set_labels {label}={value!r} is not in the "
+                                    f"schema's closed set {list(allowed)}")
+    return MappingProxyType(constant)
 
 
 def _target(name: object, where: str) -> MetricSpec:

@@ -104,7 +104,7 @@ def check_names(engine: str, row: Row) -> None:
     """PromConfigError unless every metric and label name of the row is one Prometheus takes
     (the bridge reads any name its parser accepts; a relabeling or rule would be invalid)."""
     bad = [name for name in row.sources if not _METRIC_NAME_RE.fullmatch(name)]
-    labels = {*row.match, *row.values, *row.labels, *row.labels.values(),
+    labels = {*row.match, *row.values, *row.labels, *row.labels.values(), *row.set_labels,
               *(row.keep_labels or ()), *([row.value_from_label] if row.value_from_label else [])}
     bad += sorted(label for label in labels
                   if not _LABEL_NAME_RE.fullmatch(label) or label.startswith("__"))
@@ -121,7 +121,7 @@ def merges_series(row: Row) -> bool:
 def _relabel_only(row: Row, all_rows: tuple[Row, ...]) -> bool:
     if row.is_sum or row.scale != 1.0 or row.value_from_label is not None:
         return False
-    if row.keep_labels is not None or merges_series(row):
+    if row.keep_labels is not None or merges_series(row) or row.set_labels:
         return False
     if row.sources[0].startswith(SENTINEL_PREFIX):
         return False

@@ -69,7 +69,8 @@ def row_expr(row: Row, suffix: str) -> str:
     expr = " + ".join(_selector(row, source + suffix) for source in row.sources)
     expr = _labels(row, f"({expr})" if row.is_sum else expr)
     if row.keep_labels is not None:
-        kept = row.keep_labels | set(TARGET_LABELS) | ({"le"} if suffix == "_bucket" else set())
+        kept = (row.keep_labels | set(TARGET_LABELS) | set(row.set_labels)
+                | ({"le"} if suffix == "_bucket" else set()))
         by = ", ".join(sorted(kept))
         expr = f"{_merge(row)} by ({by}) ({expr})"
     if row.scale != 1.0 and suffix in ("", "_sum"):
@@ -90,7 +91,8 @@ def _selector(row: Row, name: str) -> str:
 
 
 def _labels(row: Row, expr: str) -> str:
-    """The row's match labels dropped, value maps applied, labels renamed."""
+    """The row's match labels dropped, value maps applied, labels renamed, constant labels
+    set."""
     for label in sorted(row.match):
         expr = _set(expr, label, "", "", "")
     for label, value_map in sorted(row.values.items()):
@@ -107,6 +109,8 @@ def _labels(row: Row, expr: str) -> str:
         if label in row.values or label in row.match or label == new:
             continue
         expr = _set(_set(expr, new, "$1", label, "(.+)"), label, "", "", "")
+    for label, value in sorted(row.set_labels.items()):
+        expr = _set(expr, label, _literal(value), "", "")
     return expr
 
 

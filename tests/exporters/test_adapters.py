@@ -103,6 +103,8 @@ BAD_TABLES = {
     "legacy not a boolean": "rows: [{target: gpu_power_watts, source: x, legacy: 'V0'}]",
     "requires without a condition": "rows: [{target: gpu_power_watts, source: x, requires: ''}]",
     "requires not text": "rows: [{target: gpu_power_watts, source: x, requires: true}]",
+    "constant label outside the closed set": (
+        "rows: [{target: gen_ai_server_requests, source: x, set_labels: {finish_reason: ok}}]"),
 }
 
 
@@ -254,20 +256,28 @@ def test_trtllm_page_kv_blocks_and_requests() -> None:
     ]
 
 
-def test_triton_core_page_maps_the_pending_queue_only() -> None:
+def test_triton_core_page_maps_the_pending_queue_and_the_successes() -> None:
     page = normalize(parse_fixture("triton.prom"), "triton")
-    assert flat(page) == {f"gen_ai_server_requests_waiting{{{TRT}}}": 0.0}
+    assert flat(page) == {f"gen_ai_server_requests_waiting{{{TRT}}}": 0.0,
+                          f"gen_ai_server_requests_total{{finish_reason=stop,{TRT}}}": 0.0}
     # nv_inference_request_failure has no reason label in this release: no error type.
     assert "nv_inference_request_failure" in page.unmapped
-    assert len(page.unmapped) == 9
+    assert len(page.unmapped) == 8
 
 
 def test_the_live_cpu_triton_page_maps_its_failures_and_queue_per_model() -> None:
     """Triton 2.51 (pytriton's bundle, recorded live): 1 request the classifier failed is a
-    model_error; the decoupled LLM's are all successes; nothing waits once it is done."""
+    model_error and a request finished with an error, its 4 others and the decoupled LLM's 3
+    are successes (finish_reason="stop": Triton has no finish reason); nothing waits once it
+    is done."""
     page = normalize(parse_fixture("triton-2.51-cpu-live.prom"), "triton")
     errors, waiting = "gen_ai_server_request_errors_total", "gen_ai_server_requests_waiting"
+    requests = "gen_ai_server_requests_total"
     assert flat(page) == {
+        f'{requests}{{finish_reason=stop,model=tiny_classifier,version=1}}': 4.0,
+        f'{requests}{{finish_reason=stop,model=tiny_llm,version=1}}': 3.0,
+        f'{requests}{{finish_reason=error,model=tiny_classifier,version=1}}': 1.0,
+        f'{requests}{{finish_reason=error,model=tiny_llm,version=1}}': 0.0,
         f'{errors}{{error_type=model_error,model=tiny_classifier,version=1}}': 1.0,
         f'{errors}{{error_type=rejected,model=tiny_classifier,version=1}}': 0.0,
         f'{errors}{{error_type=model_error,model=tiny_llm,version=1}}': 0.0,
@@ -287,12 +297,17 @@ def test_trtllm_waiting_wins_over_triton_pending_for_the_same_series() -> None:
 @pytest.mark.parametrize(("name", "unmapped"), [
     ("trtllm-v1-model.prom", ["nv_trt_llm_v1_metrics"]),
     ("triton-summary-doc.prom", ["nv_inference_queue_summary_us"]),
-    ("triton-counters-doc.prom",
-     ["nv_inference_queue_duration_us", "nv_inference_request_success"]),
-], ids=["v1 model", "summary", "bare counters"])
+], ids=["v1 model", "summary"])
 def test_triton_pages_with_nothing_to_map(name: str, unmapped: list[str]) -> None:
     page = normalize(parse_fixture(name), "triton")
     assert (flat(page), page.unmapped, page.problems) == ({}, unmapped, [])
+
+
+def test_triton_bare_counters_give_the_successes() -> None:
+    page = normalize(parse_fixture("triton-counters-doc.prom"), "triton")
+    assert flat(page) == {
+        "gen_ai_server_requests_total{finish_reason=stop,model=my_model,version=1}": 161.0}
+    assert (page.unmapped, page.problems) == (["nv_inference_queue_duration_us"], [])
 
 
 def test_triton_first_response_doc_sample_is_not_a_histogram() -> None:
@@ -415,6 +430,9 @@ def test_tgi_synthetic_page_from_the_catalog() -> None:
         f"gen_ai_server_request_errors_total{{error_type=bad_request,{model}}}": 7.0,
         f"gen_ai_server_request_errors_total{{error_type=rejected,{model}}}": 2.0,
         f"gen_ai_server_request_errors_total{{error_type=model_error,{model}}}": 8.0,
+        # 1 success (a "stop": TGI has no finish reason); the 8 that failed in generation
+        f"gen_ai_server_requests_total{{finish_reason=stop,{model}}}": 1.0,
+        f"gen_ai_server_requests_total{{finish_reason=error,{model}}}": 8.0,
         f"gen_ai_server_requests_running{{{model}}}": 6.0,
         f"gen_ai_server_requests_waiting{{{model}}}": 4.0,
         **_five_at("gen_ai_server_request_duration_seconds", seconds, 0.5),
