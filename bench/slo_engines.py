@@ -117,23 +117,31 @@ Alerts = frozenset[tuple[str, str]]  # one active alert's labels
 
 
 def evaluator_alerts(slo: Slo, scenario: str, db: Path) -> list[set[Alerts]]:
-    """The evaluator's active burn alerts (their labels) after each minute, over a real
-    store."""
+    """The evaluator's firing burn alerts after each minute of the latency scenario, over a
+    real store holding the engine's buckets."""
     assert isinstance(slo.sli, LatencySli)
+    series = series_key(slo.sli.histogram, {})
+    edges = slo.sli.layout_edges
+    snapshots = [Snapshot(TARGET, T0 + 60 * m, T0 + 60 * (m + 1), TargetState.UP,
+                          histograms={series: HistogramDelta(
+                              edges, minute_counts(slo.sli, scenario, m), 0.0, PER_MINUTE)})
+                 for m in range(MINUTES)]
+    return judged(slo, snapshots, slo.sli.engine or "inferwatch", db)
+
+
+def judged(slo: Slo, snapshots: Sequence[Snapshot], engine: str,
+           db: Path) -> list[set[Alerts]]:
+    """The evaluator's firing burn alerts (their labels) after each minute of ``snapshots``
+    (one a minute from T0), over a real SQLite store."""
     store = open_store(f"sqlite:///{db}")
     try:
         store.migrate()
-        store.register_target(TargetInfo(TARGET, engine=slo.sli.engine or "inferwatch"))
-        series = series_key(slo.sli.histogram, {})
-        edges = slo.sli.layout_edges
-        store.write([Snapshot(TARGET, T0 + 60 * m, T0 + 60 * (m + 1), TargetState.UP,
-                              histograms={series: HistogramDelta(
-                                  edges, minute_counts(slo.sli, scenario, m), 0.0, PER_MINUTE)})
-                     for m in range(MINUTES)])
+        store.register_target(TargetInfo(TARGET, engine=engine))
+        store.write(list(snapshots))
         evaluator = SloEvaluator([slo], StoreSliSource(store), settle_seconds=0)
         out: list[set[Alerts]] = []
         since: dict[Alerts, float] = {}  # when each active condition became active
-        for minute in range(1, MINUTES + 1):
+        for minute in range(1, len(snapshots) + 1):
             now = T0 + 60.0 * minute
             (status,) = evaluator.tick(now)
             firing = set()

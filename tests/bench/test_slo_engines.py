@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import slo_engines_availability as availability
 from bench.slo_engines import (
     Outcome,
     bound,
@@ -72,3 +73,26 @@ def test_before_issue_30_the_rule_read_a_bucket_vllm_does_not_have(tmp_path: Pat
     agree, _, output = promtool_agrees(old, "slow", ours, tmp_path, promtool(),
                                        page=page)
     assert not agree and "got:[]" in output.replace(" ", "").replace("\n", "")
+
+
+def test_availability_sees_each_engines_failures_by_both_paths() -> None:
+    """vLLM's error finishes and 5xx, TGI's and Triton's failure counters, through each
+    engine's table, page the README's availability SLO in both paths; the 400s of a client
+    count only for an SLO that lists bad_request."""
+    outcomes = {(o.engine, o.slo, o.scenario): o for o in availability.run(
+        ["vllm"], ["healthy", "engine", "client"], promtool())}
+    outcomes.update({(o.engine, o.slo, o.scenario): o for o in availability.run(
+        ["tgi", "triton"], ["engine"], promtool())})
+    assert all(o.agree for o in outcomes.values()), [o.note for o in outcomes.values()]
+    readme, strict = "chat-availability", "availability-with-4xx"
+    assert not outcomes["vllm", readme, "healthy"].pages
+    for engine in ("vllm", "tgi", "triton"):
+        assert outcomes[engine, readme, "engine"].pages, engine
+    assert not outcomes["vllm", readme, "client"].pages
+    assert outcomes["vllm", strict, "client"].pages
+    # 30 of 130 requests refused as the client's error
+    assert outcomes["vllm", strict, "client"].error_ratio == pytest.approx(30 / 130)
+    # 15 streamed error finishes + 15 answered 500 (both an error finish and a 5xx) of 100:
+    # the stated double count, (15 + 2 x 15) / (100 + 15)
+    assert outcomes["vllm", readme, "engine"].error_ratio == pytest.approx(45 / 115)
+    assert outcomes["tgi", readme, "engine"].error_ratio == pytest.approx(0.3)
