@@ -310,8 +310,17 @@ def test_availability_goes_to_no_data_when_vllm_stops_and_recovers_when_it_retur
             # Not judged while nothing answers: no data once a whole minute had none (the
             # SLO's no_data_after_seconds), with its ticket; the period's SLI stays what the
             # requests served made it, and windows without events have no ratio (not 0 or 1).
-            gone = eventually(lambda: (s := slo_state(url))["state"] == "no_data" and s,
-                              timeout=240)
+            seen: list[dict[str, Any]] = []  # the last state read, for the failure message
+
+            def went_no_data() -> dict[str, Any] | None:
+                seen[:] = [slo_state(url)]
+                return seen[0] if seen[0]["state"] == "no_data" else None
+            try:
+                gone = eventually(went_no_data, timeout=240)
+            except AssertionError:
+                target = get(url, "/api/v1/targets/vllm-1")
+                raise AssertionError(f"no no_data 240 s after the stop: SLO {seen}, target "
+                                     f"{target}") from None
             no_data_after = time.time() - stopped
             assert (gone["events"], gone["sli"]) == (first_requests, 1.0)
             assert all(b["error_ratio"] is None for b in gone["burn_rates"] if b["events"] == 0)
