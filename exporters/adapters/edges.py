@@ -90,6 +90,7 @@ def _loaded() -> Mapping[str, EngineEdges]:
     return MappingProxyType(found)
 
 
+@cache
 def schema_edges() -> EngineEdges:
     """The inferwatch schema's own buckets, for every latency histogram of the schema."""
     histograms = {spec.name: tuple(spec.buckets) for spec in schema.SCHEMA

@@ -81,7 +81,13 @@ def off_edge_message(histogram: str, where: CountedAt, name: str, known: EngineE
     threshold = where.threshold
     add = known.how_to_add_edge(histogram, threshold)
     ways = [f"use one of {name}'s edges ({where.nearest()})"]
-    ways.append(add if add else f"{known.engine}'s edges are fixed: no argument adds one")
+    if add:
+        ways.append(add)
+    elif known.engine == SCHEMA_ENGINE:
+        ways.append("the schema's buckets are fixed (exporters/buckets.py); name the engine the "
+                    "SLO reads (`engine:`, or rules generate --engine) to count at its edges")
+    else:
+        ways.append(f"{known.engine}'s edges are compiled in: no argument adds one")
     ways.append("or set `off_edge: lower_edge` to count good events at "
                 + (f"{where.lower:g}s" if where.lower is not None else "no edge (none is good)")
                 + ", a stricter SLI, in the rules and the monitor alike")

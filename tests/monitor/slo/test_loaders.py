@@ -373,7 +373,7 @@ def test_the_example_files_load_with_unique_names() -> None:
     assert slos["chat-ttft"].sli == LatencySli(metric="ttft", threshold_seconds=0.25)
     assert slos["chat-ttft"].window.duration_seconds == 30 * DAY
     assert slos["chat-availability"].sli == AvailabilitySli(
-        errors=("oom", "timeout", "model_error", "rejected"))
+        errors=("oom", "timeout", "model_error", "rejected", "server_error"))
     assert slos["chat-availability"].objective == 0.999
     assert slos["chat-itl"].sli == LatencySli(metric="itl", threshold_seconds=0.05)
     assert slos["chat-itl"].window.duration_seconds == 28 * DAY
