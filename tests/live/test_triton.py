@@ -154,6 +154,13 @@ def test_the_bridge_serves_the_live_page_normalized(triton: RunningTriton) -> No
     assert value(second, "inferwatch_bridge_page_problems_total") == 0
     assert (value(second, errors, model=CLASSIFIER, error_type="model_error")
             - value(first, errors, model=CLASSIFIER, error_type="model_error")) == 1
+    # The requests total an availability SLO divides by: a success ("stop", Triton has no
+    # finish reason) and the failure, an error finish (issue 30).
+    for reason in ("stop", "error"):
+        assert (value(second, "gen_ai_server_requests_total", model=CLASSIFIER,
+                      finish_reason=reason)
+                - value(first, "gen_ai_server_requests_total", model=CLASSIFIER,
+                        finish_reason=reason)) == 1, reason
     assert value(second, REQUESTS_WAITING, model=LLM) == 0
 
 
@@ -190,9 +197,10 @@ def test_doctor_reads_the_version_and_finds_every_family_decided(
     assert body["version"] == {"value": "2.51.0", "source": f"GET {triton.url}/v2"}
     coverage = body["coverage"]
     assert (coverage["undecided"], coverage["missing"]) == ([], [])
+    # request_success: the requests total of an availability SLO (issue 30)
     assert coverage["mapped"] == ["nv_inference_pending_request_count",
-                                  "nv_inference_request_failure"]
-    assert len(coverage["not_mapped"]) == 13
+                                  "nv_inference_request_failure", "nv_inference_request_success"]
+    assert len(coverage["not_mapped"]) == 12
     assert len(coverage["absent"]) == 14
     assert coverage["absent"]["gpu_utilization_ratio"].startswith("a GPU")
     assert status == 0 and body["complete"] is True

@@ -27,24 +27,29 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
 import pytest
 
 from exporters.exposition import parse_page
-from monitor.cli import main
-from monitor.stack.prometheus import host_port, prometheus_binary
-from tests.exporters.promconfig_stack import running_prometheus, wait_evaluated
-from tests.integration import unavailable
-from tests.live.test_vllm_promconfig import generated_config
-from tests.live.test_vllm_serve import get, monitor, scraped_since
+from tests.exporters.promconfig_stack import wait_evaluated
+from tests.live.slo_paths import (
+    PAGE_WINDOW,
+    both_paged,
+    counted,
+    embedded_firing,
+    embedded_monitor,
+    generated_prometheus,
+    generated_slo_rules,
+    prometheus_firing,
+    prometheus_query,
+)
 from tests.live.vllm_server import MAX_MODEL_LEN, START_TIMEOUT_SECONDS, RunningVllm
 from tests.monitor.api.test_serve import eventually
 
@@ -55,8 +60,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine
 TARGET = "vllm-0"
 TTFT_VIOLATED, AVAILABILITY, TTFT_MET = "ttft-1ms", "availability", "ttft-2500ms"
 VIOLATED = (TTFT_VIOLATED, AVAILABILITY)
-BURN_ALERT = "InferwatchSLOBurnRate"
-PAGE_WINDOW = "12m/2m"  # the fastest page row of a 1-day period
 MIN_EVENTS = 5
 # objective 0.9 for the met SLO: its slowest ticket (2h24m/12m at 1x) would need a tenth of the
 # first tokens over 2.5 s, not one slow request on a machine shared with other jobs.
@@ -91,8 +94,6 @@ INFERENCE_HANDLERS = ("/v1/completions", "/v1/chat/completions", "/v1/responses"
 # the bounds leave room for a machine shared with other jobs.
 PAGE_WITHIN_SECONDS = 20.0
 PAGES_APART_SECONDS = 10.0
-# A firing burn alert: (slo, severity, window).
-AlertKey = tuple[str, str, str]
 
 
 @dataclass
@@ -146,97 +147,18 @@ def driving(vllm: RunningVllm) -> Iterator[Traffic]:
         client.close()
 
 
-def write_monitor_config(tmp: Path, metrics_url: str) -> Path:
-    """inferwatch.yaml: the target declares engine vllm, which binds the latency SLOs to vLLM's
-    edges (as --engine vllm binds the rules); scraped and evaluated every second."""
-    (tmp / "slos.yaml").write_text(SLOS)
-    config = tmp / "inferwatch.yaml"
-    config.write_text(
-        f'store: {{url: "sqlite:///{tmp / "store.db"}"}}\nslos: [slos.yaml]\n'
-        "alerting: {evaluation_interval_seconds: 1, settle_seconds: 1}\n"
-        "anomaly: {enabled: false}\n"
-        f"targets:\n  - {{name: {TARGET}, url: '{metrics_url}', engine: vllm,"
-        " scrape_interval_seconds: 1, scrape_timeout_seconds: 0.9}\n")
-    return config
-
-
-def generated_slo_rules(tmp: Path) -> Path:
-    """`inferwatch rules generate --engine vllm` of the same SLO file, groups every second."""
-    tmp.mkdir()
-    (tmp / "slos.yaml").write_text(SLOS)
-    status = main(["rules", "generate", "--slos", str(tmp / "slos.yaml"), "--out", str(tmp),
-                   "--engine", "vllm", "--interval", "1s"])
-    assert status == 0
-    rules = tmp / "inferwatch-slo.rules.yml"
-    assert 'le="0.001"' in rules.read_text() and 'le="2.5"' in rules.read_text()
-    return rules
-
-
 @pytest.fixture
 def prometheus(vllm: RunningVllm, tmp_path: Path) -> Iterator[str]:
-    binary = prometheus_binary()
-    if binary is None:
-        unavailable("prometheus is not installed (apt-get install prometheus)")
-    workdir = tmp_path / "prometheus"
-    workdir.mkdir()
-    config = generated_config(workdir, host_port(vllm.url))
-    config["rule_files"].append(str(generated_slo_rules(tmp_path / "rules")))
-    with running_prometheus(binary, workdir, config) as url:
-        wait_evaluated(url, 1)  # scraped once (the baseline) and every group evaluated
+    rules = generated_slo_rules(tmp_path / "rules", SLOS)
+    assert 'le="0.001"' in rules.read_text() and 'le="2.5"' in rules.read_text()
+    with generated_prometheus(vllm, tmp_path / "prometheus", rules) as url:
         yield url
 
 
 @pytest.fixture
 def embedded(vllm: RunningVllm, tmp_path: Path) -> Iterator[str]:
-    monitor_dir = tmp_path / "monitor"
-    monitor_dir.mkdir()
-    began = time.time()
-    with monitor(write_monitor_config(monitor_dir, vllm.metrics_url)) as url:
-        eventually(lambda: scraped_since(url, TARGET, began), timeout=60)  # the baseline
+    with embedded_monitor(vllm, tmp_path / "monitor", SLOS, TARGET) as url:
         yield url
-
-
-def embedded_firing(url: str) -> dict[AlertKey, float]:
-    """The alert book's firing burn alerts, with when each fired (Unix seconds)."""
-    body = get(url, "/api/v1/alerts", state="firing", alertname=BURN_ALERT)
-    return {(a["labels"]["slo"], a["labels"]["severity"], a["labels"]["window"]): a["fired_at"]
-            for a in body["items"]}
-
-
-def prometheus_firing(url: str) -> dict[AlertKey, float]:
-    """ALERTS{alertstate="firing"} of the burn alerts, with each one's activeAt."""
-    query = f'ALERTS{{alertstate="firing", alertname="{BURN_ALERT}"}}'
-    firing = {(s["metric"]["slo"], s["metric"]["severity"], s["metric"]["window"])
-              for s in prometheus_query(url, query)}
-    alerts = httpx.get(f"{url}/api/v1/alerts", timeout=5).json()["data"]["alerts"]
-    active_at = {(a["labels"]["slo"], a["labels"]["severity"], a["labels"]["window"]):
-                 datetime.fromisoformat(a["activeAt"]).timestamp()
-                 for a in alerts if a["labels"].get("alertname") == BURN_ALERT}
-    return {key: active_at[key] for key in firing if key in active_at}
-
-
-def prometheus_query(url: str, query: str) -> list[dict[str, Any]]:
-    result: list[dict[str, Any]] = httpx.get(f"{url}/api/v1/query", params={"query": query},
-                                             timeout=5).json()["data"]["result"]
-    return result
-
-
-def both_paged(embedded: str, prometheus: str) -> dict[str, dict[str, float]]:
-    """{path: {slo: page time}} once both paths page every violated SLO ({} until then)."""
-    pages = {"embedded": embedded_firing(embedded), "Prometheus": prometheus_firing(prometheus)}
-    keys = [(slo, "page", PAGE_WINDOW) for slo in VIOLATED]
-    if not all(key in firing for firing in pages.values() for key in keys):
-        return {}
-    return {path: {key[0]: firing[key] for key in keys} for path, firing in pages.items()}
-
-
-def counted(url: str, name: str, num_events: float) -> Callable[[], dict[str, Any]]:
-    """A probe: the embedded SLO's state once it counted ``num_events`` events."""
-    def probe() -> dict[str, Any]:
-        state: dict[str, Any] = get(url, f"/api/v1/slos/{name}")
-        assert state["events"] == num_events, (name, num_events, state)
-        return state
-    return probe
 
 
 def page_total(vllm: RunningVllm, name: str, **labels: str) -> float:
@@ -261,7 +183,8 @@ def test_both_paths_page_the_violated_slos_and_neither_alerts_on_the_met_one(
         vllm: RunningVllm, prometheus: str, embedded: str) -> None:
     before = raw_counts(vllm)
     with driving(vllm) as traffic:
-        pages = eventually(lambda: both_paged(embedded, prometheus), timeout=120)
+        pages = eventually(lambda: both_paged(embedded, prometheus, VIOLATED),
+                           timeout=120)
     assert traffic.other_errors == [] and traffic.num_too_long > 0
     num_served = len(traffic.ok_at)
     assert num_served >= MIN_EVENTS
