@@ -26,10 +26,10 @@ import argparse
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Protocol
 
 import yaml
 from prometheus_client.utils import floatToGoString
@@ -244,10 +244,27 @@ def table(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--engines", nargs="+", default=list(known_engines()))
-    p.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
+class _Row(Protocol):
+    @property
+    def engine(self) -> str: ...
+    @property
+    def slo(self) -> str: ...
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def agree(self) -> bool | None: ...
+    @property
+    def note(self) -> str: ...
+
+
+def cli(argv: Sequence[str] | None, description: str, engines: Sequence[str],
+        scenarios: Sequence[str], run: Callable[[Sequence[str], Sequence[str]], Sequence[_Row]],
+        table: Callable[[Sequence[Any]], str]) -> int:
+    """``--engines``/``--scenarios``, the run, its table and what promtool said where the two
+    paths disagreed; exit 1 then."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--engines", nargs="+", default=list(engines))
+    p.add_argument("--scenarios", nargs="+", default=list(scenarios), choices=scenarios)
     args = p.parse_args(argv)
     started = time.perf_counter()
     outcomes = run(args.engines, args.scenarios)
@@ -257,6 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if o.agree is False:
             print(f"\n{o.engine} {o.slo} {o.scenario}:\n{o.note}")
     return 0 if all(o.agree is not False for o in outcomes) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli(argv, __doc__.splitlines()[0], known_engines(), SCENARIOS, run, table)
 
 
 if __name__ == "__main__":

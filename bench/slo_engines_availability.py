@@ -21,15 +21,13 @@ engine; on vLLM half of them streamed, finishing with an error after a 200, half
 
 from __future__ import annotations
 
-import argparse
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from bench.slo_engines import MINUTES, SLOW, T0, TARGET, judged, promtool_agrees
+from bench.slo_engines import MINUTES, SLOW, T0, TARGET, cli, judged, promtool_agrees
 from exporters.adapters.normalize import normalize
 from exporters.exposition import parse_page
 from monitor.collect.snapshot import Snapshot, TargetState, series_key
@@ -234,18 +232,7 @@ def table(outcomes: Sequence[Outcome]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--engines", nargs="+", default=list(ENGINES))
-    p.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
-    args = p.parse_args(argv)
-    started = time.perf_counter()
-    outcomes = run(args.engines, args.scenarios)
-    print(table(outcomes))
-    print(f"\n{len(outcomes)} rows in {time.perf_counter() - started:.0f} s")
-    for o in outcomes:
-        if o.agree is False:
-            print(f"\n{o.engine} {o.slo} {o.scenario}:\n{o.note}")
-    return 0 if all(o.agree is not False for o in outcomes) else 1
+    return cli(argv, __doc__.splitlines()[0], ENGINES, SCENARIOS, run, table)
 
 
 if __name__ == "__main__":
