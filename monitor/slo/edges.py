@@ -66,6 +66,11 @@ def _same(edge: float, threshold: float) -> bool:
     return abs(edge - threshold) <= _REL_TOLERANCE * threshold
 
 
+def is_edge(edges: Sequence[float], threshold: float) -> bool:
+    """Whether ``threshold`` is one of ``edges`` (up to float noise: 1e-9 relative)."""
+    return any(_same(edge, threshold) for edge in edges)
+
+
 def layout(engine: str | None, edges: Sequence[float] | None, histogram: str) -> \
         tuple[str, tuple[float, ...] | None, EngineEdges]:
     """(the layout's name, the histogram's edges or None, the engine) an SLI is counted on:

@@ -27,6 +27,7 @@ from typing import Final
 from exporters import schema
 from exporters.adapters.edges import engine_edges
 from exporters.exposition import parse_page
+from monitor.slo.edges import is_edge
 from monitor.slo.spec import LatencySli, Slo
 
 FLAG: Final = "--custom-histogram-buckets"
@@ -67,7 +68,6 @@ VLLM_FAMILIES: Final[Mapping[str, Family]] = {
     "e2e": _REQUEST_LATENCY,
 }
 ENGINES: Final = ("vllm",)
-_REL_TOLERANCE: Final = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ def plan_vllm(slos: Iterable[Slo],
     for key in sorted(thresholds):
         family = by_key[key]
         edges = _current_edges(family, current or {})
-        added = tuple(sorted(t for t in thresholds[key] if not _is_edge(edges, t)))
+        added = tuple(sorted(t for t in thresholds[key] if not is_edge(edges, t)))
         if added:
             planned.append(FamilyBuckets(family, tuple(sorted({*edges, *added})), added,
                                          tuple(dict.fromkeys(names[key]))))
@@ -141,10 +141,6 @@ def _current_edges(family: Family, current: Mapping[str, Sequence[float]]) -> tu
         if current.get(histogram):
             return tuple(current[histogram])
     return family.defaults
-
-
-def _is_edge(edges: Sequence[float], threshold: float) -> bool:
-    return any(abs(e - threshold) <= _REL_TOLERANCE * threshold for e in edges)
 
 
 def describe(plan: BucketPlan) -> list[str]:

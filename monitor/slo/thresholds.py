@@ -22,17 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from monitor.collect.snapshot import HistogramDelta
+from monitor.slo.edges import is_edge
 from monitor.slo.spec import LatencySli, Slo
 from monitor.store import Selector, Store
 from monitor.store.queries import histogram_series
-
-# As bucket_bound matches a threshold to a stored bound.
-_REL_TOLERANCE = 1e-9
-
-
-def on_an_edge(bounds: Sequence[float], threshold: float) -> bool:
-    return any(abs(b - threshold) <= _REL_TOLERANCE * threshold for b in bounds)
-
 
 @dataclass(frozen=True, slots=True)
 class OffEdge:
@@ -51,7 +44,7 @@ class OffEdge:
     def of(cls, target: str, histogram: str, threshold: float,
            delta: HistogramDelta) -> OffEdge | None:
         """None when the threshold is an edge of ``delta`` (the count is exact)."""
-        if on_an_edge(delta.bounds, threshold):
+        if is_edge(delta.bounds, threshold):
             return None
         below = [b for b in delta.bounds if b < threshold]
         above = [b for b in delta.bounds if b > threshold]
