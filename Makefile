@@ -1,7 +1,7 @@
 # Two entry points for a fresh machine: `make run` (the demo) and `make test`.
 # Each installs what it needs into .venv first: the monitor, the reference server's extra
 # (`[server]`: torch, the CPU build, never CUDA in CI), the gateway's OTLP metrics push
-# (`[otlp]`) and the test tools (`[test]`).
+# (`[otlp]`), the test tools (`[test]`) and the anomaly candidates' libraries (`[bench]`).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,server,otlp]'
+	$(PY) -m pip install -q -e '.[test,server,otlp,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -4,8 +4,10 @@
 
 Rows are scored as a stream (no look-ahead) and written as
 ``timestamp,value,anomaly_score,alert``, one row per input row in input order, with the
-input's own timestamp and value text: the score in [0, 1] (0.5 at the alert threshold),
-``alert`` 1 only on the row where an alert starts. Timestamps are unix seconds or ISO 8601.
+input's own timestamp and value text: the score in [0, 1] (0.5 at the alert threshold; it
+reaches 0.5 only where an alert starts), ``alert`` 1 only on the row where an alert starts.
+Thresholds are set per series for ``--alerts-per-week`` false alerts (``monitor.anomaly.
+calibrated``). Timestamps are unix seconds or ISO 8601.
 Repeated, backwards, missing and irregular timestamps are placed on steps by the policy of
 ``monitor.anomaly.timeline`` (the step is the median spacing unless ``--step`` is given), and
 what it did is counted on stderr and in ``--json``. An empty value is a gap. A row that is not
@@ -27,6 +29,7 @@ from typing import TextIO
 import numpy as np
 
 from monitor.anomaly import timeline
+from monitor.anomaly.calibrated import CalibratedParams
 from monitor.anomaly.detectors import Direction
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.series import score_timeline
@@ -46,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     score.add_argument("--output", required=True, help="CSV to write ('-': standard output)")
     score.add_argument("--direction", choices=[d.value for d in Direction],
                        default=Direction.BOTH.value, help="which deviations are anomalies")
+    score.add_argument("--alerts-per-week", type=float, default=1.0, metavar="N",
+                       help="false alerts accepted per series-week: each deviation's threshold "
+                       "is set by extreme-value theory for this rate (default 1)")
     score.add_argument("--step", type=float, default=None,
                        help="seconds between points (default: the median spacing)")
     score.add_argument("--json", default=None, metavar="PATH",
@@ -74,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         line = timeline.build(rows.times, rows.values, args.step)
         params = AnomalyParams(step_seconds=line.step)
         with bar_for(args, len(line.values), "scoring", unit="step") as bar:
-            scored = score_timeline(line, params, Direction(args.direction), bar)
+            scored = score_timeline(line, params, Direction(args.direction), bar,
+                                    CalibratedParams(alerts_per_week=args.alerts_per_week))
         with _open_out(args.output) as out:
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(["timestamp", "value", "anomaly_score", "alert"])

@@ -1,6 +1,8 @@
 """The anomaly evaluation of the monitor: every target's features from the store, step by step,
 through its detectors, into alert conditions for the alert book (the same Alertmanager path
-as SLO alerts: a warning is a ticket, a critical anomaly a page).
+as SLO alerts). Pages come from SLO burn rates: every anomaly is a ticket, and an anomaly pages
+only on the metrics an operator names (``anomaly.page_on``; for tokens/s, at the critical level,
+under 50% of its load-adjusted baseline).
 
 Steps are aligned to multiples of ``step_seconds`` and read once closed (``settle_seconds``
 after their end, so late scrapes are in). On its first tick for a target the monitor replays
@@ -15,7 +17,7 @@ import math
 from typing import Final
 
 from monitor.anomaly.detectors import Level, Reading
-from monitor.anomaly.features import SCORED, read_features
+from monitor.anomaly.features import SCORED, THROUGHPUT, read_features
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.target import TargetDetector, TargetState
 from monitor.slo.evaluator import AlertCondition
@@ -28,13 +30,20 @@ from monitor.store.reads import all_targets
 
 ANOMALY_ALERT: Final = "InferwatchAnomaly"
 SEVERITY: Final = {Level.WARNING: "ticket", Level.CRITICAL: "page"}
+PAGEABLE: Final = frozenset({THROUGHPUT, *(f.name for f in SCORED)})
 _UNITS: Final = {f.name: f.unit for f in SCORED}
 
 
 class AnomalyMonitor:
     def __init__(self, store: Store, params: AnomalyParams | None = None, *,
                  settle_seconds: float = 30.0,
-                 history_seconds: float = 22 * 86400.0) -> None:
+                 history_seconds: float = 22 * 86400.0,
+                 page_on: frozenset[str] = frozenset()) -> None:
+        unknown = sorted(page_on - PAGEABLE)
+        if unknown:
+            raise ValueError(f"anomaly.page_on: unknown metric(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(PAGEABLE))}")
+        self.page_on = page_on
         self.store = store
         self.params = params or AnomalyParams()
         self.settle_seconds = settle_seconds
@@ -77,7 +86,8 @@ class AnomalyMonitor:
                 for t, row in rows:
                     self.states[target] = detector.update(t, row)
             detector.last_time = closed
-        return [c for state in self.states.values() for c in conditions(state)]
+        return [c for state in self.states.values()
+                for c in conditions(state, self.page_on)]
 
 
 def _first_data(conn: Connection, target_id: int) -> float | None:
@@ -90,16 +100,23 @@ def _first_data(conn: Connection, target_id: int) -> float | None:
     return min(found) if found else None
 
 
-def conditions(state: TargetState) -> list[AlertCondition]:
-    """A ticket while any anomaly holds on the target, a page while a critical one does."""
+def conditions(state: TargetState, page_on: frozenset[str] = frozenset()
+               ) -> list[AlertCondition]:
+    """A ticket while any anomaly holds on the target; a page only while one holds on a metric
+    of ``page_on`` (tokens/s: at the critical level)."""
     out = []
     for level, severity in SEVERITY.items():
         labels = {"alertname": ANOMALY_ALERT, "target": state.target, "severity": severity}
         active = state.level is not None and (level is Level.WARNING
-                                              or state.level is Level.CRITICAL)
+                                              or _pages(state, page_on))
         annotations = annotate(state, level) if active else {}
         out.append(AlertCondition(labels, annotations, active, 0.0, state.score))
     return out
+
+
+def _pages(state: TargetState, page_on: frozenset[str]) -> bool:
+    return any(name in page_on and (name != THROUGHPUT or r.level is Level.CRITICAL)
+               for name, r in state.active.items())
 
 
 def annotate(state: TargetState, level: Level) -> dict[str, str]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from monitor.anomaly.calibrated import CalibratedDetector, CalibratedParams
 from monitor.anomaly.detectors import Direction, RatioDetector, RobustDetector
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.timeline import Timeline
@@ -74,10 +75,13 @@ class RowScores:
 
 def score_timeline(line: Timeline, params: AnomalyParams,
                    direction: Direction = Direction.BOTH,
-                   progress: ProgressBar | None = None) -> RowScores:
-    """Feed the timeline's steps in time order; the scores and alert starts of its rows."""
-    scorer = SeriesScorer(params, direction)
-    replayed = scorer.robust.replay(line.values)  # compiled, equal to ``update`` point by point
+                   progress: ProgressBar | None = None,
+                   calibration: CalibratedParams | None = None) -> RowScores:
+    """Feed the timeline's steps in time order to the calibrated detector
+    (``monitor.anomaly.calibrated``); the scores and alert starts of its rows."""
+    detector = CalibratedDetector(params, direction, calibration,
+                                  expected_points=len(line.values))
+    replayed = detector.replay(line.values)  # equal to ``update`` point by point
     if progress is not None:
         progress.advance(len(line.values))
     scores = replayed.score

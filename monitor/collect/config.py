@@ -203,10 +203,13 @@ class AlertingConfig(_Section):
 
 
 class AnomalyConfig(_Section):
-    """Anomaly detection on every target (``monitor.anomaly``); its alerts go the SLO
-    alerts' way (warning: ticket, critical: page)."""
+    """Anomaly detection on every target (``monitor.anomaly``); its alerts go the SLO alerts'
+    way. Pages come from SLO burn rates: an anomaly is a ticket, and pages only on the metrics
+    listed in ``page_on`` (tokens_per_second pages at the critical level, under 50% of its
+    load-adjusted baseline)."""
 
     enabled: bool = True
+    page_on: tuple[str, ...] = ()
     step_seconds: float = Field(default=60.0, gt=0)    # one point per target per step
     # Stored history replayed at start: three weeks (the seasonal baseline) and a day.
     history_seconds: float = Field(default=22 * 86400.0, ge=0)

@@ -32,7 +32,8 @@ def evaluation_loop(config: MonitorConfig, store: Store, slos: list[Slo],
     evaluator = SloEvaluator(slos, StoreSliSource(store), settle_seconds=config.settle_seconds)
     anomalies = (AnomalyMonitor(store, AnomalyParams(step_seconds=config.anomaly.step_seconds),
                                 settle_seconds=config.settle_seconds,
-                                history_seconds=config.anomaly.history_seconds)
+                                history_seconds=config.anomaly.history_seconds,
+                                page_on=frozenset(config.anomaly.page_on))
                  if config.anomaly.enabled else None)
     book = AlertBook(store, resend_seconds=settings.resend_seconds)
     delivery = (AlertDelivery(settings.alertmanager_urls) if settings.alertmanager_urls

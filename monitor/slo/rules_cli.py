@@ -75,6 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          help=f"also write {SEASONAL_RULES_FILE}: each signal against the same "
                               "time 1, 2 and 3 weeks (or days) ago (needs that retention; "
                               "'none': not written)")
+    anomaly.add_argument("--page-on", default="", metavar="METRIC,...",
+                         help="metrics whose anomalies page (severity critical; tokens/s at "
+                              "its critical level); default none: anomalies are tickets")
     anomaly.add_argument("--check", action="store_true",
                          help="write nothing; exit 1 with a diff if the files are not current")
     win = actions.add_parser("windows", help="print the burn-rate windows of a period, with "
@@ -176,9 +179,16 @@ def _bound_to_config(slos: list[Slo], path: str) -> list[Slo]:
 def _anomaly(args: argparse.Namespace) -> int:
     from monitor.anomaly.promql_rules import NOT_EXPRESSED, generate_anomaly_rules
 
+    from monitor.anomaly.monitor import PAGEABLE
+
+    page_on = frozenset(m.strip() for m in args.page_on.split(",") if m.strip())
+    if unknown := sorted(page_on - PAGEABLE):
+        print(f"inferwatch rules anomaly: --page-on: unknown metric(s) {', '.join(unknown)}; "
+              f"known: {', '.join(sorted(PAGEABLE))}", file=sys.stderr)
+        return 2
     for what, why in NOT_EXPRESSED:
         print(f"inferwatch rules anomaly: not expressed: {what}: {why}", file=sys.stderr)
-    files = {ANOMALY_RULES_FILE: generate_anomaly_rules()}
+    files = {ANOMALY_RULES_FILE: generate_anomaly_rules(page_on=page_on)}
     if args.seasonal != "none":
         from monitor.anomaly.promql_seasonal import generate_seasonal_rules
 

@@ -75,7 +75,9 @@ def victoria_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servi
 
 def configs(engines_url: str, vm_url: str) -> dict[str, MonitorConfig]:
     """inferwatch.yaml both ways: the same targets, scraped or read from VictoriaMetrics."""
-    common = {"defaults": {"scrape_interval_seconds": STEP}, "anomaly": {"step_seconds": STEP},
+    # Paging on tokens/s is the operator's choice (anomalies are tickets by default): on here.
+    common = {"defaults": {"scrape_interval_seconds": STEP},
+              "anomaly": {"step_seconds": STEP, "page_on": ["tokens_per_second"]},
               "alerting": {"evaluation_interval_seconds": STEP * ROUND_STEPS}}
     names = [f"engine-{i}" for i in range(NUM_ENGINES)]
     return {

@@ -73,9 +73,31 @@ def test_features_per_step(store: Store) -> None:
     assert math.isnan(row["ttft_p99_seconds"])  # not exported here: NaN, not 0
 
 
-def test_throughput_drop_at_the_same_load_is_one_diagnosed_page(store: Store) -> None:
+PAGE_ON_THROUGHPUT = frozenset({THROUGHPUT})
+
+
+def test_by_default_an_anomaly_is_a_ticket_never_a_page(store: Store) -> None:
+    """Pages come from SLO burn rates: the same critical drop is only a ticket unless the
+    operator turns paging on for tokens/s."""
     history(store, 120, drop_at=100)
     monitor = AnomalyMonitor(store, settle_seconds=0)
+    conditions = monitor.tick(T0 + 60 * 120)
+    assert monitor.states["a"].level is Level.CRITICAL
+    assert {c.labels["severity"] for c in conditions if c.active} == {"ticket"}
+    other = AnomalyMonitor(store, settle_seconds=0, page_on=frozenset({"queue_depth"}))
+    assert {c.labels["severity"] for c in other.tick(T0 + 60 * 120) if c.active} == {
+        "ticket", "page"}  # queue depth is anomalous too, and pages when named
+
+
+def test_paging_on_an_unknown_metric_is_refused_with_the_known_ones(store: Store) -> None:
+    with pytest.raises(ValueError, match="unknown metric.*tokens_per_secnd.*known: .*"
+                                         "tokens_per_second"):
+        AnomalyMonitor(store, page_on=frozenset({"tokens_per_secnd"}))
+
+
+def test_throughput_drop_at_the_same_load_is_one_diagnosed_page(store: Store) -> None:
+    history(store, 120, drop_at=100)
+    monitor = AnomalyMonitor(store, settle_seconds=0, page_on=PAGE_ON_THROUGHPUT)
     conditions = monitor.tick(T0 + 60 * 120)
     state = monitor.states["a"]
     assert state.level is Level.CRITICAL
@@ -113,7 +135,8 @@ def test_anomalies_go_through_the_alerting_loop(store: Store) -> None:
     history(store, 120, drop_at=100)
     book = AlertBook(store)
     loop = AlertingLoop(None, book, None, external_url="http://monitor:8080",
-                        anomalies=AnomalyMonitor(store, settle_seconds=0))
+                        anomalies=AnomalyMonitor(store, settle_seconds=0,
+                                                 page_on=PAGE_ON_THROUGHPUT))
     sent = loop.evaluate(T0 + 60 * 120)
     assert {a.labels["severity"] for a in sent} == {"ticket", "page"}
     assert all(a.generator_url == "http://monitor:8080/api/v1/targets/a" for a in sent)
@@ -128,7 +151,8 @@ def test_run_ticks_the_anomaly_monitor_in_the_background(store: Store) -> None:
     history(store, 120, drop_at=100, t0=math.floor(now / 60) * 60 - 120 * 60)
     book = AlertBook(store)
     loop = AlertingLoop(None, book, None, interval_seconds=0.1,
-                        anomalies=AnomalyMonitor(store, settle_seconds=0))
+                        anomalies=AnomalyMonitor(store, settle_seconds=0,
+                                                 page_on=PAGE_ON_THROUGHPUT))
 
     async def until_firing() -> None:
         stop = asyncio.Event()

@@ -52,9 +52,10 @@ def _series(name: str, instance: str, values: str) -> dict[str, str]:
     return {"series": f'{name}{{job="engine", instance="{instance}"}}', "values": values}
 
 
-def _alert(name: str, instance: str, severity: str = "warning") -> dict[str, Any]:
+def _alert(name: str, instance: str, severity: str = "warning",
+           **extra: str) -> dict[str, Any]:
     return {"exp_labels": {"severity": severity, "detector": "inferwatch-anomaly",
-                           "job": "engine", "instance": instance}}
+                           "job": "engine", "instance": instance, **extra}}
 
 
 def _test_file(rule_file: Path) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def _test_file(rule_file: Path) -> dict[str, Any]:
     checks = [
         (early, queue, []), (early, throughput, []),
         (late, queue, [_alert(queue, "shifted")]),
-        (late, throughput, [_alert(throughput, "slow")]),
+        (late, throughput, [_alert(throughput, "slow", level="warning")]),
         (late, "InferwatchAnomalyQueueDepthSpike", []),
     ]
     return {"rule_files": [str(rule_file)], "evaluation_interval": "1m",

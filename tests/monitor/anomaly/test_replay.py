@@ -16,7 +16,8 @@ from monitor.anomaly.baseline import SeriesBaseline, seasonal_predictions
 from monitor.anomaly.detectors import Direction, RobustDetector
 from monitor.anomaly.features import OFFERED_LOAD, THROUGHPUT
 from monitor.anomaly.params import AnomalyParams
-from monitor.anomaly.series import SeriesScorer, score_timeline
+from monitor.anomaly.calibrated import CalibratedDetector
+from monitor.anomaly.series import score_timeline
 from monitor.anomaly.target import TargetDetector, TargetState
 from monitor.anomaly.timeline import build
 
@@ -117,15 +118,20 @@ def test_ties_in_the_load_pick_the_most_recent() -> None:
     assert not any(r.active for r in stepped)
 
 
-def test_series_replay_equals_the_step_path() -> None:
+@pytest.mark.parametrize("direction", list(Direction))
+def test_series_replay_equals_the_step_path(direction: Direction) -> None:
+    """`inferwatch anomaly score` (vectorized deviations) and the calibrated detector point by
+    point give the same scores and alerts, gaps and messy rows included."""
     values = np.array([row["ttft_p99_seconds"] for row in messy_rows(11)])
     times = 3600.0 * np.arange(STEPS)
-    scorer = SeriesScorer(PARAMS, Direction.BOTH)
-    points = [scorer.update(t, v) for t, v in zip(times.tolist(), values.tolist())]
-    scored = score_timeline(build(times, values, 3600.0), PARAMS, Direction.BOTH)
-    assert scored.scores.tolist() == [p.score for p in points]
-    assert scored.starts.tolist() == [p.started for p in points]
-    assert scored.starts.any()
+    detector = CalibratedDetector(PARAMS, direction, expected_points=STEPS)
+    points = [detector.update(v) for v in values.tolist()]
+    scored = score_timeline(build(times, values, 3600.0), PARAMS, direction)
+    assert scored.scores.tolist() == [score for score, _, _ in points]
+    active = np.array([a for _, a, _ in points])
+    started = active & ~np.concatenate(([False], active[:-1]))
+    assert scored.starts.tolist() == started.tolist()
+    assert scored.starts.any() or direction is Direction.DOWN
 
 
 @pytest.mark.parametrize("first", [0, 5, 400])
