@@ -27,6 +27,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from monitor.anomaly.detectors import Direction, RobustDetector
+from monitor.anomaly.calibrated import LEARN_SHARE
 from monitor.anomaly.evt import Spot
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.series import SeriesScorer
@@ -77,7 +78,7 @@ def spot_alerts(features: list[Floats], step: float, setting: Setting) -> Output
     not learned."""
     points_per_week = WEEK / step
     risk = setting.alerts_per_week / points_per_week / len(features)
-    init = min(setting.init_points, max(50, len(features[0]) // 4))
+    init = min(setting.init_points, max(50, int(len(features[0]) * LEARN_SHARE)))
     spots = [Spot(min(risk, 0.01), init_points=init) for _ in features]
     n = len(features[0])
     score = np.zeros(n)
@@ -147,7 +148,7 @@ def iforest(values: Floats, step: float, setting: Setting) -> Output:
 
     rows = _lagged(values, 8)
     rows = np.hstack((rows, np.diff(rows, axis=1)))
-    init = min(setting.init_points, max(50, len(rows) // 4))
+    init = min(setting.init_points, max(50, int(len(rows) * LEARN_SHARE)))
     model = IsolationForest(n_estimators=100, random_state=0).fit(rows[:init])
     raw = -model.score_samples(rows)
     return spot_alerts([raw], step, setting)

@@ -3,6 +3,7 @@ part and reported on the others.
 
     python -m bench.anomaly_generalise [--candidates current,spot,...] [--corpora nab,smd,...]
                                        [--rates 0.5,1,2] [--cooldowns 1,6] [--json out.json]
+                                       [--markdown out.md]
 
 For each candidate (``bench.anomaly_candidates``) and each setting (false alerts per week its
 thresholds aim for, hours without a new alert after one ends), every series of every corpus
@@ -14,8 +15,9 @@ corpus and per split half:
 - recall, precision of the alert starts, median delay (steps), false alerts per series-week;
   false alerts per series-week on incident-free series (no labelled window at all);
 then, per candidate, leave one corpus out: the setting chosen on the other corpora (best mean
-NAB standard score of the alert starts), reported on the one left out, beside the best that
-corpus alone would have chosen (the gap).
+NAB standard score of the alert starts among the settings with at most one false alert per
+series-week on their incident-free series), reported on the one left out, beside the best that
+corpus alone would have chosen under the same rule (the gap).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from monitor.anomaly import nab, timeline
 from monitor.anomaly.series import RowScores
 
 RATES = (0.5, 1.0, 2.0)
+MAX_QUIET = 1.0  # the target: false alerts per series-week on incident-free series
 WEEK = anomaly_nab.WEEK
 
 
@@ -147,10 +150,19 @@ def leave_one_out(cells: Sequence[Cell]) -> list[Transfer]:
         def at(corpus: str, rate: str, table: dict[tuple[str, str], float] = table) -> float:
             return table[(corpus, rate)]
 
+        quiet = {(c.corpus, label(c)): c.quiet_false_alerts_per_week for c in mine}
+
+        def allowed(rate: str, corpora: Sequence[str],
+                    quiet: dict[tuple[str, str], float] = quiet) -> bool:
+            """At most ``MAX_QUIET`` false alerts per week on every incident-free set."""
+            return all(not quiet[(c, rate)] > MAX_QUIET for c in corpora)
+
         for held in corpora:
             others = [c for c in corpora if c != held] or [held]
-            chosen = max(rates, key=lambda r: float(np.mean([at(c, r) for c in others])))
-            own = max(rates, key=lambda r: at(held, r))
+            feasible = [r for r in rates if allowed(r, others)] or rates
+            chosen = max(feasible, key=lambda r: float(np.mean([at(c, r) for c in others])))
+            own = max([r for r in rates if allowed(r, [held])] or rates,
+                      key=lambda r: at(held, r))
             out.append(Transfer(candidate, held, chosen, at(held, chosen), own, at(held, own)))
     return out
 
@@ -179,6 +191,27 @@ def _row(c: Cell) -> str:
             f"{_f(c.quiet_false_alerts_per_week, 2):>7}{_f(c.seconds, 0):>7}")
 
 
+def markdown(cells: Sequence[Cell], transfers: Sequence[Transfer]) -> str:
+    """The cells (each corpus, then its halves) and the leave-one-out table as markdown."""
+    lines = ["| candidate | setting | corpus | part | series | windows | NAB std (alerts) | "
+             "NAB std (score, threshold swept) | random | recall | precision | median delay "
+             "(steps) | FA / series-week | FA / week, incident-free | s |",
+             "| --- " * 15 + "|"]
+    for c in cells:
+        lines.append(
+            f"| {c.candidate} | {label(c)} | {c.corpus} | {c.part} | {c.series} | {c.windows} "
+            f"| {_f(c.nab_alerts)} | {_f(c.nab_scores)} | {_f(c.nab_random)} "
+            f"| {_f(c.recall, 2)} | {_f(c.precision, 2)} | {_f(c.median_delay_steps, 0)} "
+            f"| {_f(c.false_alerts_per_week, 2)} | {_f(c.quiet_false_alerts_per_week, 2)} "
+            f"| {_f(c.seconds, 0)} |")
+    lines += ["", "| candidate | held out | setting chosen on the others | NAB std there | "
+              "best setting there | its NAB std | gap |", "| --- " * 7 + "|"]
+    for t in transfers:
+        lines.append(f"| {t.candidate} | {t.held_out} | {t.chosen} | {_f(t.score)} "
+                     f"| {t.own_best_setting} | {_f(t.own_best)} | {_f(t.gap)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
@@ -189,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="hours without a new alert after one ends, comma-separated")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="also write the tables as markdown (docs/benchmarks.md)")
     args = parser.parse_args(argv)
     print(HEADER, flush=True)
     settings = [Setting(alerts_per_week=float(r), cooldown_seconds=float(h) * 3600)
@@ -204,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for t in transfers:
         print(f"{t.candidate:<11}{t.held_out:>9}{t.chosen:>9}{_f(t.score):>8}"
               f"{_f(t.own_best):>9}{t.own_best_setting:>9}{_f(t.gap):>6}")
+    if args.markdown:
+        args.markdown.write_text(markdown(cells, transfers))
     if args.json:
         args.json.write_text(json.dumps({"cells": [asdict(c) for c in cells],
                                          "transfers": [asdict(t) for t in transfers]},

@@ -9,8 +9,9 @@ are kept back, untouched, for an independent check of the product: nothing here 
 tunes on them.
 
 Each file is scored exactly as ``inferwatch anomaly score`` scores it (the timestamp policy of
-``monitor.anomaly.timeline``, the step from the file, ``SeriesScorer`` with the default
-parameters, both directions, no load). Reported per group and overall:
+``monitor.anomaly.timeline``, the step from the file, the calibrated detector of
+``monitor.anomaly.calibrated`` with its defaults, both directions, no load). Reported per
+group and overall:
 - NAB normalized scores (null 0, perfect 100) of the alert starts, of the anomaly score with
   NAB's optimized threshold, and of NAB's random detector;
 - per labelled window: recall, precision of alert starts, median delay;

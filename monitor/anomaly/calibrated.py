@@ -44,11 +44,14 @@ MAD_SIGMA = 1.4826              # a normal's sigma per MAD
 SHIFTS = (6, 36)                # points of the recent median against the day before
 Z_HOLD = 6                      # points of the held z-score
 MIN_DAY_POINTS = 30
+LEARN_SHARE = 0.15              # of a series of known length, learned before any alert
 
 
 @dataclass(frozen=True, slots=True)
 class CalibratedParams:
-    alerts_per_week: float = 1.0        # false alerts an operator accepts per series-week
+    # The false-alert budget per series-week: the four deviations' thresholds together are
+    # crossed at most this often on a stationary series (an alert merges crossings).
+    alerts_per_week: float = 2.0
     cooldown_seconds: float = 6 * 3600.0
     clear_points: int = 5
     init_points: int = 1000             # learned before any alert (fewer on short series)
@@ -154,7 +157,7 @@ class Alerting:
         risk = params.alerts_per_week / (WEEK_SECONDS / step) / features
         init = params.init_points
         if expected_points is not None:
-            init = min(init, max(50, expected_points // 4))
+            init = min(init, max(50, int(expected_points * LEARN_SHARE)))
         self.spots = [Spot(min(risk, 0.01), init_points=init, minimum=params.minimum_sigmas)
                       for _ in range(features)]
         self.clear_points = params.clear_points

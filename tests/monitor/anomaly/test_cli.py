@@ -165,3 +165,15 @@ def test_a_gap_past_the_detectors_memory_is_fed_as_long_as_the_memory() -> None:
     assert line.counts.gap_steps + line.counts.gap_steps_skipped == 10**6 - 2
     assert line.counts.points == 4 + memory
     assert line.point_of_row.tolist() == [0, 1, memory + 2, memory + 3]
+
+
+def test_the_false_alert_rate_and_cooldown_are_settings(tmp_path: Path) -> None:
+    """A bad setting is named; no cooldown lets the spike after the drop alert too."""
+    write_series(tmp_path / "in.csv", series())
+    out = tmp_path / "out.csv"
+    assert main(["anomaly", "score", "--input", str(tmp_path / "in.csv"), "--output", str(out),
+                 "--alerts-per-week", "0"]) == 2
+    assert main(["anomaly", "score", "--input", str(tmp_path / "in.csv"), "--output", str(out),
+                 "--cooldown-hours", "0"]) == 0
+    starts = [k for k, r in enumerate(read_scores(out)) if r["alert"] == "1"]
+    assert len(starts) == 2 and 250 <= starts[0] <= 255 and starts[1] == 350
