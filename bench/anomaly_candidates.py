@@ -53,6 +53,7 @@ class Setting:
     init_points: int = 1000
     clear_points: int = 5
     cooldown_seconds: float = 6 * 3600.0   # no new alert this long after one ends
+    relative_floor: float = 0.05            # calibrated: a spread's floor, share of the level
 
 
 def current(values: Floats, step: float, setting: Setting) -> Output:
@@ -221,7 +222,8 @@ def calibrated(values: Floats, step: float, setting: Setting) -> Output:
         AnomalyParams(step_seconds=step), Direction.BOTH,
         CalibratedParams(alerts_per_week=setting.alerts_per_week,
                          cooldown_seconds=setting.cooldown_seconds,
-                         clear_points=setting.clear_points, init_points=setting.init_points),
+                         clear_points=setting.clear_points, init_points=setting.init_points,
+                         relative_floor=setting.relative_floor),
         expected_points=len(values))
     out = detector.replay(values)
     return Output(out.score, out.active)

@@ -61,6 +61,7 @@ class Cell:
     false_alerts_per_week: float
     quiet_false_alerts_per_week: float   # on series without any labelled window
     seconds: float
+    relative_floor: float = 0.05
 
 
 def _score(job: tuple[str, Setting, anomaly_nab.Series]) -> tuple[anomaly_nab.Scored, float]:
@@ -95,10 +96,12 @@ def cell(candidate: str, setting: Setting | None, corpus: str, part: str,
     g = anomaly_nab.group_result(corpus, scored)
     rate = setting.alerts_per_week if setting else math.nan
     cooldown = setting.cooldown_seconds / 3600 if setting else math.nan
+    floor = setting.relative_floor if setting else 0.05
     return Cell(candidate, rate, cooldown, corpus, part, g.series, g.windows,
                 g.nab_alerts["standard"],
                 g.nab_scores["standard"], g.nab_random["standard"], g.recall, g.precision,
-                g.median_delay_steps, g.false_alerts_per_week, _quiet_rate(scored), seconds)
+                g.median_delay_steps, g.false_alerts_per_week, _quiet_rate(scored), seconds,
+                floor)
 
 
 def evaluate(candidates: Sequence[str], corpora: Sequence[str], settings: Sequence[Setting],
@@ -171,7 +174,8 @@ def label(c: Cell) -> str:
     """A setting's name: ``<alerts per week>/<cooldown hours>h``, ``-`` for none."""
     if math.isnan(c.alerts_per_week):
         return "-"
-    return f"{c.alerts_per_week:g}/{c.cooldown_hours:g}h"
+    floor = f"/{c.relative_floor:g}" if c.relative_floor != 0.05 else ""
+    return f"{c.alerts_per_week:g}/{c.cooldown_hours:g}h{floor}"
 
 
 def _f(value: float, digits: int = 1) -> str:
@@ -220,14 +224,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rates", default=",".join(str(r) for r in RATES))
     parser.add_argument("--cooldowns", default="6",
                         help="hours without a new alert after one ends, comma-separated")
+    parser.add_argument("--floors", default="0.05",
+                        help="calibrated: a spread's floor as a share of the level, "
+                             "comma-separated")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None,
                         help="also write the tables as markdown (docs/benchmarks.md)")
     args = parser.parse_args(argv)
     print(HEADER, flush=True)
-    settings = [Setting(alerts_per_week=float(r), cooldown_seconds=float(h) * 3600)
-                for r in args.rates.split(",") for h in args.cooldowns.split(",")]
+    settings = [Setting(alerts_per_week=float(r), cooldown_seconds=float(h) * 3600,
+                        relative_floor=float(f))
+                for r in args.rates.split(",") for h in args.cooldowns.split(",")
+                for f in args.floors.split(",")]
     cells = evaluate(args.candidates.split(","), args.corpora.split(","), settings,
                      args.processes)
     print("\nAll cells:\n" + HEADER)

@@ -3,6 +3,8 @@ for /-/ready, and stopping them cleanly."""
 
 from __future__ import annotations
 
+import random
+import socket
 import subprocess
 import time
 
@@ -10,7 +12,24 @@ import httpx
 
 from exporters.sockets import free_port
 
-__all__ = ["free_port", "stop_process", "wait_ready"]
+__all__ = ["free_port", "restartable_port", "stop_process", "wait_ready"]
+
+
+def restartable_port(low: int = 20_000, high: int = 32_000) -> int:
+    """A free port below the kernel's ephemeral range (32768 and up), for a server that is
+    stopped and started again on the same port minutes later: a port-0 one may meanwhile be
+    taken as the local end of any outgoing connection (seen: vLLM restarting into EADDRINUSE
+    while the other test stream ran)."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {low}-{high} after 200 tries")
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes] | None, timeout: float,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +56,7 @@ class CalibratedParams:
     clear_points: int = 5
     init_points: int = 1000             # learned before any alert (fewer on short series)
     minimum_sigmas: float = 3.0         # no threshold under this many robust sigmas
+    relative_floor: float = 0.05        # a spread is at least this share of the level
 
     def __post_init__(self) -> None:
         if not self.alerts_per_week > 0:
@@ -84,7 +85,8 @@ def _signed(x: Floats | float, direction: Direction) -> Floats:
     return np.abs(arr)
 
 
-def shift_columns(values: Floats, step: float, direction: Direction) -> list[Floats]:
+def shift_columns(values: Floats, step: float, direction: Direction,
+                  relative_floor: float = 0.05) -> list[Floats]:
     """``shift6`` and ``shift36`` of every point (vectorized)."""
     x = pd.Series(values)
     day = day_points(step)
@@ -97,16 +99,17 @@ def shift_columns(values: Floats, step: float, direction: Direction) -> list[Flo
         floor = level.abs().rolling(day, min_periods=MIN_DAY_POINTS).median()
         steps = before.diff().abs()
         quantum = steps.where(steps > 0).rolling(day, min_periods=1).median()
-        spread = _spread(mad.to_numpy(), floor.to_numpy(), quantum.to_numpy())
+        spread = _spread(mad.to_numpy(), floor.to_numpy(), quantum.to_numpy(), relative_floor)
         out.append(_signed((recent.to_numpy() - level.to_numpy()) / spread, direction))
     return out
 
 
-def _spread(mad: Floats, floor: Floats, quantum: Floats) -> Floats:
-    """The day's robust spread, at least 5% of its level and its quantum (the median non-zero
-    change: a counter or a rounded gauge moves in steps, and a MAD of 0 is not no noise)."""
+def _spread(mad: Floats, floor: Floats, quantum: Floats, relative: float) -> Floats:
+    """The day's robust spread, at least ``relative`` of its level and its quantum (the
+    median non-zero change: a counter or a rounded gauge moves in steps, and a MAD of 0 is
+    not no noise)."""
     with np.errstate(invalid="ignore"):
-        spread = np.fmax(np.fmax(mad * MAD_SIGMA, 0.05 * floor), quantum) + 1e-9
+        spread = np.fmax(np.fmax(mad * MAD_SIGMA, relative * floor), quantum) + 1e-9
     return np.where(np.isnan(mad) | np.isnan(floor), np.nan, spread)
 
 
@@ -123,8 +126,9 @@ def _median(window: deque[float], min_count: int) -> float:
 class _ShiftState:
     """One ``shift`` deviation point by point: the same medians as ``shift_columns``."""
 
-    def __init__(self, k: int, day: int, direction: Direction) -> None:
+    def __init__(self, k: int, day: int, direction: Direction, relative_floor: float) -> None:
         self.k, self.day, self.direction = k, day, direction
+        self.relative_floor = relative_floor
         self.values: deque[float] = deque(maxlen=k + day)    # x, newest last
         self.levels: deque[float] = deque(maxlen=day)         # level of each 'before'
         self.befores: deque[float] = deque(maxlen=day)
@@ -145,7 +149,8 @@ class _ShiftState:
         mad = _median(deviations, MIN_DAY_POINTS)
         floor = _median(deque(abs(lv) for lv in self.levels), MIN_DAY_POINTS)
         quantum = _median(self.steps, 1)
-        spread = float(_spread(np.array([mad]), np.array([floor]), np.array([quantum]))[0])
+        spread = float(_spread(np.array([mad]), np.array([floor]), np.array([quantum]),
+                               self.relative_floor)[0])
         return float(_signed((recent - level) / spread, self.direction))
 
 
@@ -196,9 +201,10 @@ class CalibratedDetector:
         self.params = params
         self.direction = direction
         self.calibration = calibration or CalibratedParams()
-        self.robust = RobustDetector(params, direction)
+        floor = self.calibration.relative_floor
+        self.robust = RobustDetector(replace(params, relative_scale_floor=floor), direction)
         day = day_points(params.step_seconds)
-        self.shifts = [_ShiftState(k, day, direction) for k in SHIFTS]
+        self.shifts = [_ShiftState(k, day, direction, floor) for k in SHIFTS]
         self._recent_z: deque[float] = deque(maxlen=Z_HOLD)
         self.alerting = Alerting(self.calibration, params.step_seconds, 2 + len(SHIFTS),
                                  expected_points)
@@ -220,7 +226,7 @@ class CalibratedDetector:
         replayed = self.robust.replay(values)
         z = _signed(replayed.z, self.direction)
         columns = [z, held(z), *shift_columns(values, self.params.step_seconds,
-                                               self.direction)]
+                                               self.direction, self.calibration.relative_floor)]
         rows = np.column_stack(columns).tolist()
         score = np.empty(len(values))
         active = np.zeros(len(values), dtype=bool)

@@ -44,7 +44,7 @@ from monitor.loadgen.workload import PromptRecord
 from monitor.stack.monitor_service import listening_url
 from tests.live.vllm_server import START_TIMEOUT_SECONDS, RunningVllm, running_vllm
 from tests.monitor.api.test_serve import eventually, serve
-from tests.processes import free_port
+from tests.processes import restartable_port
 
 # The first live test may start the package's vLLM: its limit is above START_TIMEOUT_SECONDS.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.live_engine,
@@ -287,7 +287,8 @@ def target_up_metric(url: str, target: str) -> float:
 @pytest.mark.timeout(2 * START_TIMEOUT_SECONDS + 600)  # two starts of vLLM, minutes of waits
 def test_availability_goes_to_no_data_when_vllm_stops_and_recovers_when_it_returns(
         tmp_path: Path) -> None:
-    port, first_requests, second_requests = free_port(), 6, 4
+    # Started again on the same port after minutes away: a port outside the ephemeral range.
+    port, first_requests, second_requests = restartable_port(), 6, 4
     config = write_config(tmp_path, "vllm-1", f"http://127.0.0.1:{port}/metrics")
     with ExitStack() as first_engine:
         started = time.monotonic()
