@@ -1,5 +1,9 @@
-"""One univariate series scored as a stream: what `inferwatch anomaly score` and the
-evaluation run on any labelled ``timestamp,value`` series.
+"""One univariate series scored as a stream.
+
+``score_timeline`` is what `inferwatch anomaly score` runs: the calibrated detector
+(``monitor.anomaly.calibrated``: thresholds set per series for a false-alert budget), over a
+file's timeline. ``SeriesScorer`` is the monitor's own detectors on one series, with an
+offered load where there is one (``bench.anomaly_eval`` evaluates them this way):
 
 The series gets the robust detector (seasonal or trailing baseline, both directions unless
 told), with the same parameters as the monitor's. Given the load offered with each point (for
