@@ -27,15 +27,12 @@ import numpy.typing as npt
 import pandas as pd
 
 from monitor.anomaly.detectors import Direction, RobustDetector
-from monitor.anomaly.calibrated import LEARN_SHARE
-from monitor.anomaly.evt import Spot
+from monitor.anomaly.calibrated import LEARN_SHARE, Alerting, CalibratedParams
 from monitor.anomaly.params import AnomalyParams
 from monitor.anomaly.series import SeriesScorer
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
-WEEK = 7 * 86400.0
-CAPPED = 0.499
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,44 +71,18 @@ def rolling_mean(x: Floats, k: int) -> Floats:
 
 def spot_alerts(features: list[Floats], step: float, setting: Setting) -> Output:
     """Alerts from several feature streams, each with its own SPOT threshold at an equal share
-    of the false-alert rate. An alert starts when any feature passes its threshold and lasts
-    until every feature is back under its peak threshold for ``clear_points``; its points are
-    not learned."""
-    points_per_week = WEEK / step
-    risk = setting.alerts_per_week / points_per_week / len(features)
-    init = min(setting.init_points, max(50, int(len(features[0]) * LEARN_SHARE)))
-    spots = [Spot(min(risk, 0.01), init_points=init) for _ in features]
+    of the false-alert rate: the shipped detector's alerting (``calibrated.Alerting``), with no
+    minimum threshold, since these features are not all in robust sigmas."""
+    params = CalibratedParams(alerts_per_week=setting.alerts_per_week,
+                              cooldown_seconds=setting.cooldown_seconds,
+                              clear_points=setting.clear_points,
+                              init_points=setting.init_points, minimum_sigmas=0.0)
     n = len(features[0])
+    alerting = Alerting(params, step, len(features), expected_points=n)
     score = np.zeros(n)
     active = np.zeros(n, dtype=bool)
-    on = False
-    calm = 0
-    cooldown = int(setting.cooldown_seconds / step)
-    since = cooldown  # points since the last alert ended
-    columns = [f.tolist() for f in features]
-    for i in range(n):
-        best = 0.0
-        alarm = False
-        quiet = True
-        for spot, column in zip(spots, columns):
-            x = column[i]
-            s, a = spot.update(x, learn=not on)
-            best = max(best, s)
-            alarm = alarm or a
-            if spot.calibrated and x == x and x > spot.t:
-                quiet = False
-        if on:
-            calm = calm + 1 if quiet else 0
-            if calm >= setting.clear_points:
-                on, since = False, 0
-        else:
-            since += 1
-        start = not on and alarm and since >= cooldown
-        if start:
-            on, calm = True, 0
-        # The score marks new anomalies: at 0.5 and above only where an alert starts; inside
-        # an alert or its cooldown it stays under the threshold.
-        score[i], active[i] = best if start else min(best, CAPPED), on
+    for i, row in enumerate(np.column_stack(features).tolist()):
+        score[i], active[i] = alerting.update(row)
     return Output(score, active)
 
 
